@@ -1,0 +1,121 @@
+#pragma once
+// The sharded array: a global shape, a sharding, and one block per device in
+// the memory of that device.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+
+#include "tessera/array/shape.hpp"
+#include "tessera/array/block_copy.hpp"
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/dtype.hpp"
+#include "tessera/core/sharding.hpp"
+#include "tessera/runtime/device_buffer.hpp"
+#include "tessera/runtime/device_pool.hpp"
+
+namespace tessera {
+
+/// A read-only view of one block, usable as an xtensor expression.
+template <class T, std::size_t N>
+using block_view = decltype(xt::adapt(std::declval<T const*>(), std::size_t{}, xt::no_ownership(),
+                                      std::declval<shape_t<N>>()));
+
+/// jax.Shard: one device's piece of an array.
+template <class T, std::size_t N>
+struct shard {
+  /// shard.device (the device id)
+  int device;
+  /// shard.index: the block's slice in each dimension
+  std::array<slice, N> index;
+  /// shard.replica_id: 0 for the first copy of a block, 1.. for the others
+  int replica_id;
+  /// shard.data: the block, an xtensor view of the device's buffer
+  block_view<T, N> data;
+};
+
+namespace detail {
+/// What an array owns; shared between copies of the array, since arrays are immutable like jax.Array.
+template <class T, std::size_t N, class S>
+struct array_storage {
+  S sharding;
+  shape_t<N> shape;
+  std::shared_ptr<device_pool> pool;
+  std::vector<device_buffer<T>> buffers;  // one per device, in the sharding's device order
+};
+}  // namespace detail
+
+/// jax.Array: an immutable N-d array of T laid out over devices by a sharding S.
+/// Copies share the blocks (as Python references to one jax.Array do).
+template <element_type T, std::size_t N, sharding S>
+class array {
+  static_assert(diagnostic::spec_must_not_be_longer_than_rank<S::spec_size, N, (S::spec_size <= N)>::value);
+
+ public:
+  using value_type = T;
+  using sharding_type = S;
+  /// x.ndim
+  static constexpr std::size_t rank = N;
+
+  /// For the library's factories; users call device_put or make_array_from_callback.
+  explicit array(std::shared_ptr<detail::array_storage<T, N, S>> st) : st_(std::move(st)) {}
+
+  /// x.shape
+  shape_t<N> const& shape() const { return st_->shape; }
+  /// x.ndim
+  static constexpr std::size_t ndim() { return N; }
+  /// x.size
+  std::size_t size() const { return detail::element_count(st_->shape); }
+  /// x.nbytes
+  std::size_t nbytes() const { return size() * sizeof(T); }
+  /// x.dtype, as JAX names it (`float32`).
+  static constexpr std::string_view dtype() { return dtype_name<T>(); }
+  /// x.sharding
+  S const& sharding() const { return st_->sharding; }
+  /// x.is_fully_replicated
+  bool is_fully_replicated() const { return st_->sharding.is_fully_replicated(); }
+  /// x.devices(): the sorted ids of the devices holding a block.
+  std::vector<int> devices() const {
+    auto ids = st_->sharding.device_ids();
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  /// x.addressable_shards: one shard per device, in the sharding's device order.
+  std::vector<shard<T, N>> addressable_shards() const {
+    std::vector<shard<T, N>> out;
+    auto const& ids = st_->sharding.device_ids();
+    out.reserve(ids.size());
+    for (std::size_t p = 0; p < ids.size(); ++p) {
+      auto const index = st_->sharding.block(p, st_->shape);
+      auto const& buf = st_->buffers[p];
+      out.push_back(shard<T, N>{ids[p], index, st_->sharding.replica_id(p),
+                                xt::adapt(buf.data(), buf.size(), xt::no_ownership(), detail::block_shape(index))});
+    }
+    return out;
+  }
+
+  /// The block held by the device at position `pos` of the sharding (library use).
+  T const* block_data(std::size_t pos) const { return st_->buffers[pos].data(); }
+  /// The pool whose threads own the blocks.
+  std::shared_ptr<detail::device_pool> const& pool() const { return st_->pool; }
+
+ private:
+  std::shared_ptr<detail::array_storage<T, N, S>> st_;
+};
+
+template <class T>
+struct is_array : std::false_type {};
+template <class T, std::size_t N, class S>
+struct is_array<array<T, N, S>> : std::true_type {};
+/// A tessera::array<...>.
+template <class T>
+concept array_type = is_array<std::remove_cvref_t<T>>::value;
+
+}  // namespace tessera

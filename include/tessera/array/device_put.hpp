@@ -1,0 +1,124 @@
+#pragma once
+// jax.device_put: host data, or another array, onto a sharding.
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <xtensor/xexpression.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include "tessera/array/placement.hpp"
+
+namespace tessera {
+
+/// Marks "take the rank from the expression's type" in device_put<Rank>.
+inline constexpr std::size_t deduce_rank = static_cast<std::size_t>(-1);
+
+namespace detail {
+
+template <class E>
+concept row_major_contiguous = requires {
+  std::decay_t<E>::contiguous_layout;
+  std::decay_t<E>::static_layout;
+} && std::decay_t<E>::contiguous_layout && (std::decay_t<E>::static_layout == xt::layout_type::row_major);
+
+template <class T, std::size_t N, class S>
+array<T, N, S> put_host(T const* data, shape_t<N> const& shape, S const& s) {
+  auto const whole = full_block(shape);
+  return build_array<T, N, S>(s, shape, "device_put", [&](std::size_t, std::array<slice, N> const& block, T* out) {
+    copy_region(data, whole, out, block, block);
+  });
+}
+
+}  // namespace detail
+
+/// jax.device_put(x, sharding): copies an xtensor expression into a sharded array.
+/// The rank comes from the expression's type; for xt::xarray, give it: device_put<2>(x, s).
+template <std::size_t Rank = deduce_rank, class E, sharding S>
+  requires xt::is_xexpression<std::decay_t<E>>::value
+auto device_put(E&& e, S const& s) {
+  static_assert(Rank != deduce_rank || has_static_rank_v<E>,
+                "tessera::device_put(x, sharding): the rank of x is only known at run time (an xt::xarray or a view "
+                "of one); name it, as in device_put<2>(x, sharding), or use xt::xtensor<T, N>");
+  constexpr std::size_t N = Rank != deduce_rank ? Rank : static_rank_v<E>;
+  using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
+  if (e.dimension() != N)
+    throw std::invalid_argument("tessera::device_put<" + std::to_string(N) + ">: the host array has rank " +
+                                std::to_string(e.dimension()) + " (shape " + detail::shape_string(e.shape()) + ")");
+  shape_t<N> shape{};
+  for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(e.shape()[i]);
+  if constexpr (detail::row_major_contiguous<E>) {
+    return detail::put_host<T, N, S>(e.data(), shape, s);
+  } else {
+    xt::xtensor<T, N> host = std::forward<E>(e);  // one evaluation pass for lazy expressions and views
+    return detail::put_host<T, N, S>(host.data(), shape, s);
+  }
+}
+
+/// jax.device_put(x): the whole array on device 0.
+template <std::size_t Rank = deduce_rank, class E>
+  requires xt::is_xexpression<std::decay_t<E>>::value
+auto device_put(E&& e) {
+  return device_put<Rank>(std::forward<E>(e), single_device_sharding(0));
+}
+
+/// jax.device_put(x, jax.devices()[d]): the whole array on device d.
+template <std::size_t Rank = deduce_rank, class E>
+  requires xt::is_xexpression<std::decay_t<E>>::value
+auto device_put(E&& e, int device) {
+  return device_put<Rank>(std::forward<E>(e), single_device_sharding(device));
+}
+
+/// device_put from a row-major buffer whose length is checked against the shape.
+template <element_type T, std::size_t N, sharding S>
+array<std::remove_const_t<T>, N, S> device_put(std::span<T> data, shape_t<N> const& shape, S const& s) {
+  if (data.size() != detail::element_count(shape))
+    throw std::invalid_argument("tessera::device_put: the host buffer has " + std::to_string(data.size()) +
+                                " elements but shape " + detail::shape_string(shape) + " needs " +
+                                std::to_string(detail::element_count(shape)));
+  return detail::put_host<std::remove_const_t<T>, N, S>(data.data(), shape, s);
+}
+
+/// device_put from a row-major buffer of prod(shape) elements (a pointer cannot be length-checked).
+template <element_type T, std::size_t N, sharding S>
+array<T, N, S> device_put(T const* data, shape_t<N> const& shape, S const& s) {
+  if (data == nullptr && detail::element_count(shape) != 0)
+    throw std::invalid_argument("tessera::device_put: null data pointer for shape " + detail::shape_string(shape));
+  return detail::put_host<T, N, S>(data, shape, s);
+}
+
+/// jax.device_put(array, sharding): the same values laid out by another sharding.
+/// Each destination device copies the parts of its block from the source blocks in place
+/// (shared memory), preferring a copy it already holds.
+template <class T, std::size_t N, class S1, sharding S2>
+array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
+  auto const& src = x.sharding();
+  auto const& src_ids = src.device_ids();
+  std::vector<int> src_pos_of;
+  for (std::size_t p = 0; p < src_ids.size(); ++p) {
+    if (static_cast<std::size_t>(src_ids[p]) >= src_pos_of.size())
+      src_pos_of.resize(static_cast<std::size_t>(src_ids[p]) + 1, -1);
+    src_pos_of[static_cast<std::size_t>(src_ids[p])] = static_cast<int>(p);
+  }
+  auto const shape = x.shape();
+  return detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+    int const d = s.device_ids()[pos];
+    // The source position on this device, if any: its copy of a block is the cheapest to read.
+    int const local = static_cast<std::size_t>(d) < src_pos_of.size() ? src_pos_of[static_cast<std::size_t>(d)] : -1;
+    auto const local_block = local >= 0 ? src.block(static_cast<std::size_t>(local), shape) : std::array<slice, N>{};
+    for (std::size_t p = 0; p < src_ids.size(); ++p) {
+      if (src.replica_id(p) != 0) continue;  // one copy of each distinct block
+      auto const sb = src.block(p, shape);
+      std::array<slice, N> region{};
+      if (!detail::intersect(sb, block, region)) continue;
+      std::size_t const from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
+      detail::copy_region(x.block_data(from), sb, out, block, region);
+    }
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,56 @@
+#pragma once
+// Shared machinery of the factories: which pool, device id -> position, and
+// filling every device's block in parallel on the device's own thread.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/array/array.hpp"
+#include "tessera/runtime/runtime.hpp"
+
+namespace tessera::detail {
+
+/// Position of each device id in the sharding's device list (-1 where unused).
+template <class S>
+std::vector<int> positions_by_device(S const& s, int pool_size) {
+  std::vector<int> pos(static_cast<std::size_t>(pool_size), -1);
+  auto const& ids = s.device_ids();
+  for (std::size_t p = 0; p < ids.size(); ++p) pos[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  return pos;
+}
+
+/// The current pool, checked to hold every device the sharding names.
+template <class S>
+std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
+  auto pool = current_pool();
+  for (int d : s.device_ids())
+    if (d >= pool->size())
+      throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
+                                  std::to_string(d) + " but the runtime has " + std::to_string(pool->size()) +
+                                  " devices; create tessera::runtime{" + std::to_string(d + 1) +
+                                  "} (or more) before making the mesh");
+  return pool;
+}
+
+/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
+/// device's thread, into a fresh, not yet touched buffer (so the fill is the first touch).
+template <class T, std::size_t N, class S, class Fill>
+array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
+  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
+  st->buffers.resize(s.num_devices());
+  auto const pos_of = positions_by_device(s, st->pool->size());
+  st->pool->run(std::span<int const>(s.device_ids()), [&](int d) {
+    std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
+    auto const block = s.block(p, shape);
+    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized);
+    if (buf.size() != 0) fill(p, block, buf.data());
+    st->buffers[p] = std::move(buf);
+  });
+  return array<T, N, S>(std::move(st));
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,38 @@
+#pragma once
+// Gathering a sharded array back into one host array.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include "tessera/array/array.hpp"
+
+namespace tessera {
+
+/// np.asarray(x) / jax.device_get(x): the global array on the host. Each device
+/// holding the first replica of a block copies it into place, in parallel.
+template <class T, std::size_t N, class S>
+xt::xtensor<T, N> to_host(array<T, N, S> const& x) {
+  auto out = xt::xtensor<T, N>::from_shape(x.shape());
+  auto const& s = x.sharding();
+  auto const whole = detail::full_block(x.shape());
+  std::vector<int> writers;
+  std::vector<std::size_t> pos_of(static_cast<std::size_t>(x.pool()->size()), 0);
+  for (std::size_t p = 0; p < s.num_devices(); ++p) {
+    if (s.replica_id(p) != 0) continue;
+    if (detail::element_count(detail::block_shape(s.block(p, x.shape()))) == 0) continue;
+    writers.push_back(s.device_ids()[p]);
+    pos_of[static_cast<std::size_t>(s.device_ids()[p])] = p;
+  }
+  T* dst = out.data();
+  x.pool()->run(std::span<int const>(writers), [&](int d) {
+    std::size_t const p = pos_of[static_cast<std::size_t>(d)];
+    auto const block = s.block(p, x.shape());
+    detail::copy_region(x.block_data(p), block, dst, whole, block);
+  });
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,37 @@
+#pragma once
+// Compile-time errors in tessera's words. Each error is a class template whose
+// arguments carry the offending values (the axis, the mesh, the spec), so the
+// compiler's "in instantiation of" line names them next to the message.
+
+#include <cstddef>
+
+#include "tessera/core/fixed_string.hpp"
+
+namespace tessera::diagnostic {
+
+template <class...>
+inline constexpr bool always_false = false;
+template <auto...>
+inline constexpr bool always_false_v = false;
+
+/// Fires when a PartitionSpec names an axis the mesh does not have.
+template <axis_name Axis, class Mesh, bool Ok>
+struct spec_axis_must_be_in_mesh {
+  static_assert(Ok,
+                "tessera: named_sharding(mesh, spec): the PartitionSpec names a mesh axis that is not in the mesh "
+                "(the axis is the first argument of 'spec_axis_must_be_in_mesh<axis, mesh>' above); "
+                "use one of the mesh's axis names");
+  static constexpr bool value = Ok;
+};
+
+/// Fires when a spec has more entries than the array has dimensions.
+template <std::size_t SpecSize, std::size_t Rank, bool Ok>
+struct spec_must_not_be_longer_than_rank {
+  static_assert(Ok,
+                "tessera: the PartitionSpec has more entries than the array has dimensions "
+                "(spec length and array rank are the arguments of 'spec_must_not_be_longer_than_rank<spec, rank>' "
+                "above); drop the extra entries");
+  static constexpr bool value = Ok;
+};
+
+}  // namespace tessera::diagnostic

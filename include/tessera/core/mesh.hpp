@@ -1,0 +1,160 @@
+#pragma once
+// The device mesh: axis names and types in the type, sizes and device ids at run time.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/core/axis_type.hpp"
+#include "tessera/core/fixed_string.hpp"
+
+namespace tessera {
+
+/// One named mesh axis with its type; `mesh_axis("x")` is an Auto axis, like JAX's default.
+struct mesh_axis {
+  axis_name name{};
+  axis_type type = axis_type::auto_;
+  constexpr mesh_axis() = default;
+  constexpr mesh_axis(axis_name n, axis_type t = axis_type::auto_) : name(n), type(t) {}
+  template <std::size_t N>
+  constexpr mesh_axis(char const (&s)[N]) : name(s) {}  // NOLINT: literals are the common spelling
+  friend constexpr bool operator==(mesh_axis const&, mesh_axis const&) = default;
+};
+
+namespace detail {
+inline std::string join_ints(auto const& xs) {
+  std::ostringstream os;
+  os << '(';
+  bool first = true;
+  for (auto x : xs) {
+    os << (first ? "" : ", ") << x;
+    first = false;
+  }
+  if (xs.size() == 1) os << ',';
+  os << ')';
+  return os.str();
+}
+}  // namespace detail
+
+/// jax.sharding.Mesh: an N-d grid of logical devices whose axes have names and types.
+/// The axes are template arguments (so specs are checked against them at compile time);
+/// the axis sizes and the device ids are run-time values, validated on construction.
+template <mesh_axis... Axes>
+class mesh {
+ public:
+  /// Number of mesh axes (len(mesh.axis_names)).
+  static constexpr std::size_t rank = sizeof...(Axes);
+  /// The axes as a constexpr array, for compile-time lookups.
+  static constexpr std::array<mesh_axis, rank> axes{Axes...};
+
+  /// Position of an axis in the mesh, or nullopt (a plain constexpr search so checks stay cheap).
+  static constexpr std::optional<std::size_t> index_of(axis_name const& n) {
+    for (std::size_t i = 0; i < rank; ++i)
+      if (axes[i].name == n) return i;
+    return std::nullopt;
+  }
+  /// Whether the mesh has an axis named `n` (`n in mesh.axis_names`).
+  static constexpr bool has_axis(axis_name const& n) { return index_of(n).has_value(); }
+  /// The type of axis `n` (mesh.axis_types).
+  static constexpr axis_type type_of(std::size_t i) { return axes[i].type; }
+
+  static_assert([] {
+    for (std::size_t i = 0; i < rank; ++i) {
+      if (axes[i].name.empty()) return false;
+      for (std::size_t j = i + 1; j < rank; ++j)
+        if (axes[i].name == axes[j].name) return false;
+    }
+    return true;
+  }(), "tessera: a mesh's axis names must be non-empty and distinct (as in jax.make_mesh)");
+
+  /// Mesh over the given device ids laid out row-major over the axis sizes.
+  mesh(std::array<int, rank> const& sizes, std::vector<int> device_ids)
+      : sizes_(sizes), device_ids_(std::move(device_ids)) {
+    std::size_t product = 1;
+    for (std::size_t i = 0; i < rank; ++i) {
+      if (sizes_[i] < 1)
+        throw std::invalid_argument("tessera::mesh: axis '" + std::string(axes[i].name.view()) +
+                                    "' has size " + std::to_string(sizes_[i]) + "; axis sizes must be at least 1");
+      product *= static_cast<std::size_t>(sizes_[i]);
+    }
+    if (product != device_ids_.size())
+      throw std::invalid_argument("tessera::mesh: axis sizes " + detail::join_ints(sizes_) + " make " +
+                                  std::to_string(product) + " devices but " + std::to_string(device_ids_.size()) +
+                                  " device ids were given");
+    auto sorted = device_ids_;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < sorted.size(); ++i) {
+      if (sorted[i] < 0)
+        throw std::invalid_argument("tessera::mesh: device id " + std::to_string(sorted[i]) + " is negative");
+      if (i > 0 && sorted[i] == sorted[i - 1])
+        throw std::invalid_argument("tessera::mesh: device id " + std::to_string(sorted[i]) +
+                                    " appears twice in the device grid");
+    }
+  }
+
+  /// Size of mesh axis i (mesh.shape[name]).
+  int size(std::size_t i) const { return sizes_[i]; }
+  /// All axis sizes, in axis order (mesh.axis_sizes).
+  std::array<int, rank> const& sizes() const { return sizes_; }
+  /// Total number of devices in the mesh (mesh.size).
+  std::size_t num_devices() const { return device_ids_.size(); }
+  /// Device ids in row-major mesh order (mesh.devices.flat).
+  std::vector<int> const& device_ids() const { return device_ids_; }
+  /// The largest device id + 1: how many runtime devices the mesh needs.
+  int devices_needed() const {
+    int m = 0;
+    for (int d : device_ids_) m = std::max(m, d + 1);
+    return m;
+  }
+
+  /// Mesh coordinate along axis `axis` of the device at row-major position `pos`.
+  int coordinate(std::size_t pos, std::size_t axis) const {
+    std::size_t stride = 1;
+    for (std::size_t i = rank; i-- > axis + 1;) stride *= static_cast<std::size_t>(sizes_[i]);
+    return static_cast<int>((pos / stride) % static_cast<std::size_t>(sizes_[axis]));
+  }
+  /// Row-major position of device id `d` in the mesh, or nullopt if the mesh does not use it.
+  std::optional<std::size_t> position_of(int d) const {
+    auto it = std::find(device_ids_.begin(), device_ids_.end(), d);
+    if (it == device_ids_.end()) return std::nullopt;
+    return static_cast<std::size_t>(it - device_ids_.begin());
+  }
+
+  friend bool operator==(mesh const& a, mesh const& b) {
+    return a.sizes_ == b.sizes_ && a.device_ids_ == b.device_ids_;
+  }
+  template <mesh_axis... B>
+  friend bool operator==(mesh const&, mesh<B...> const&) {
+    return false;  // different axes or axis types: never the same mesh
+  }
+
+  /// JAX's repr: `Mesh('x': 2, 'y': 4)`; axis types are shown when any is not Auto.
+  friend std::ostream& operator<<(std::ostream& os, mesh const& m) {
+    os << "Mesh(";
+    for (std::size_t i = 0; i < rank; ++i) os << (i ? ", " : "") << '\'' << axes[i].name.view() << "': " << m.sizes_[i];
+    bool all_auto = true;
+    for (auto const& a : axes) all_auto = all_auto && a.type == axis_type::auto_;
+    if (!all_auto) {
+      os << ", axis_types=(";
+      for (std::size_t i = 0; i < rank; ++i) os << (i ? ", " : "") << to_string(axes[i].type);
+      os << (rank == 1 ? ",)" : ")");
+    }
+    return os << ')';
+  }
+
+ private:
+  std::array<int, rank> sizes_;
+  std::vector<int> device_ids_;
+};
+
+/// Per-axis types for make_mesh, `axis_types=(AxisType.Explicit, AxisType.Auto)` in JAX.
+template <axis_type... T>
+struct axis_types {};
+
+}  // namespace tessera

@@ -1,0 +1,170 @@
+#pragma once
+// NamedSharding: a mesh plus a PartitionSpec, and the index arithmetic that
+// answers which block of a global array each device holds.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <map>
+#include <ostream>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/mesh.hpp"
+#include "tessera/core/partition_spec.hpp"
+#include "tessera/core/slice.hpp"
+
+namespace tessera {
+
+template <class T>
+struct is_mesh : std::false_type {};
+template <mesh_axis... A>
+struct is_mesh<mesh<A...>> : std::true_type {};
+/// A tessera::mesh<...> type.
+template <class T>
+concept mesh_type = is_mesh<std::remove_cvref_t<T>>::value;
+
+template <class T>
+struct is_partition_spec : std::false_type {};
+template <dim_spec... D>
+struct is_partition_spec<P<D...>> : std::true_type {};
+/// A tessera::P<...> type.
+template <class T>
+concept partition_spec_type = is_partition_spec<std::remove_cvref_t<T>>::value;
+
+namespace detail {
+template <class Mesh, class Spec, std::size_t... I>
+constexpr bool check_spec_axes(std::index_sequence<I...>) {
+  // One instantiation per (entry, axis slot) so the failing axis shows in the diagnostic.
+  return (... && [] {
+    constexpr dim_spec d = Spec::dims[I / dim_spec::max_axes];
+    constexpr std::size_t slot = I % dim_spec::max_axes;
+    if constexpr (slot < d.count) {
+      return diagnostic::spec_axis_must_be_in_mesh<d.axes[slot], Mesh, Mesh::has_axis(d.axes[slot])>::value;
+    } else {
+      return true;
+    }
+  }());
+}
+}  // namespace detail
+
+/// jax.sharding.NamedSharding: how an array is laid out over `Mesh` according to `Spec`.
+template <mesh_type Mesh, partition_spec_type Spec>
+class named_sharding {
+  static_assert(detail::check_spec_axes<Mesh, Spec>(std::make_index_sequence<Spec::size * dim_spec::max_axes>{}));
+
+ public:
+  using mesh_type = Mesh;
+  using spec_type = Spec;
+  /// Number of spec entries; array dimensions past it are replicated.
+  static constexpr std::size_t spec_size = Spec::size;
+  /// The spec entries as a constexpr array (what typeof and propagation read).
+  static constexpr std::array<dim_spec, Spec::size> spec_dims = Spec::dims;
+
+  /// NamedSharding(mesh, spec).
+  named_sharding(Mesh m, Spec = {}) : mesh_(std::move(m)) {}
+
+  /// sharding.mesh
+  Mesh const& mesh() const { return mesh_; }
+  /// sharding.spec
+  static constexpr Spec spec() { return {}; }
+  /// Devices in mesh order (sharding.mesh.devices.flat); a device's position is its index here.
+  std::vector<int> const& device_ids() const { return mesh_.device_ids(); }
+  /// len(sharding.device_set)
+  std::size_t num_devices() const { return mesh_.num_devices(); }
+
+  /// How many blocks dimension `dim` is cut into: the product of its axes' sizes.
+  std::size_t num_shards(std::size_t dim) const {
+    dim_spec const d = Spec::dim(dim);
+    std::size_t k = 1;
+    for (std::size_t a = 0; a < d.count; ++a) k *= static_cast<std::size_t>(mesh_.size(*Mesh::index_of(d.axes[a])));
+    return k;
+  }
+  /// Which block along `dim` the device at mesh position `pos` holds (axes major to minor).
+  std::size_t shard_index(std::size_t pos, std::size_t dim) const {
+    dim_spec const d = Spec::dim(dim);
+    std::size_t idx = 0;
+    for (std::size_t a = 0; a < d.count; ++a) {
+      std::size_t const ax = *Mesh::index_of(d.axes[a]);
+      idx = idx * static_cast<std::size_t>(mesh_.size(ax)) + static_cast<std::size_t>(mesh_.coordinate(pos, ax));
+    }
+    return idx;
+  }
+  /// The block (one slice per dimension) held by the device at mesh position `pos`.
+  template <std::size_t N>
+  std::array<slice, N> block(std::size_t pos, std::array<std::size_t, N> const& shape) const {
+    std::array<slice, N> out{};
+    for (std::size_t i = 0; i < N; ++i) out[i] = block_range(shape[i], num_shards(i), shard_index(pos, i));
+    return out;
+  }
+  /// sharding.shard_shape(global_shape): the largest block (all blocks when the shape divides evenly).
+  template <std::size_t N>
+  std::array<std::size_t, N> shard_shape(std::array<std::size_t, N> const& shape) const {
+    std::array<std::size_t, N> out{};
+    for (std::size_t i = 0; i < N; ++i) out[i] = block_range(shape[i], num_shards(i), 0).size();
+    return out;
+  }
+  /// Replica id of the device at `pos`: its row-major index over the mesh axes the spec does not use.
+  int replica_id(std::size_t pos) const {
+    int id = 0;
+    for (std::size_t ax = 0; ax < Mesh::rank; ++ax) {
+      if (uses_axis(Mesh::axes[ax].name)) continue;
+      id = id * mesh_.size(ax) + mesh_.coordinate(pos, ax);
+    }
+    return id;
+  }
+  /// Whether the spec shards anything over `axis`.
+  static constexpr bool uses_axis(axis_name const& axis) {
+    for (auto const& d : spec_dims)
+      if (d.uses(axis)) return true;
+    return false;
+  }
+  /// sharding.is_fully_replicated: every device holds the whole array.
+  bool is_fully_replicated() const {
+    for (std::size_t i = 0; i < spec_size; ++i)
+      if (num_shards(i) > 1) return false;
+    return true;
+  }
+  /// sharding.devices_indices_map(shape): device id -> its block.
+  template <std::size_t N>
+  std::map<int, std::array<slice, N>> devices_indices_map(std::array<std::size_t, N> const& shape) const {
+    std::map<int, std::array<slice, N>> out;
+    for (std::size_t p = 0; p < num_devices(); ++p) out.emplace(device_ids()[p], block(p, shape));
+    return out;
+  }
+  /// Sorted ids of the devices holding exactly the block `index`.
+  template <std::size_t N>
+  std::vector<int> devices_holding(std::array<slice, N> const& index, std::array<std::size_t, N> const& shape) const {
+    std::vector<int> out;
+    for (std::size_t p = 0; p < num_devices(); ++p)
+      if (block(p, shape) == index) out.push_back(device_ids()[p]);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// Same mesh and the same layout (trailing Nones ignored), as JAX's `==` on shardings.
+  template <class M2, class S2>
+  friend bool operator==(named_sharding const& a, named_sharding<M2, S2> const& b) {
+    if constexpr (std::is_same_v<Mesh, M2>) {
+      return a.mesh() == b.mesh() && same_layout(spec_dims, named_sharding<M2, S2>::spec_dims);
+    } else {
+      return false;
+    }
+  }
+
+  /// `NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec('x', 'y'))`
+  friend std::ostream& operator<<(std::ostream& os, named_sharding const& s) {
+    return os << "NamedSharding(mesh=" << s.mesh_ << ", spec=" << Spec{} << ')';
+  }
+
+ private:
+  Mesh mesh_;
+};
+
+template <class T>
+struct is_named_sharding : std::false_type {};
+template <class M, class S>
+struct is_named_sharding<named_sharding<M, S>> : std::true_type {};
+
+}  // namespace tessera

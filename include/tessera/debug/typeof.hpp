@@ -1,0 +1,47 @@
+#pragma once
+// jax.typeof: the array type with its sharding, `float32[4@x,8@y]`.
+
+#include <cstddef>
+#include <string>
+
+#include <xtensor/xexpression.hpp>
+
+#include "tessera/array/array.hpp"
+
+namespace tessera {
+
+namespace detail {
+inline std::string dim_with_axes(std::size_t n, dim_spec const& d) {
+  std::string s = std::to_string(n);
+  if (d.is_none()) return s;
+  s += '@';
+  if (d.count == 1) return s += d.axes[0].view();
+  s += '(';
+  for (std::size_t a = 0; a < d.count; ++a) (s += (a ? "," : "")) += d.axes[a].view();
+  return s += ')';
+}
+}  // namespace detail
+
+/// jax.typeof(x): dtype and shape, each sharded dimension followed by @ and its mesh axes.
+template <class T, std::size_t N, class S>
+std::string typeof(array<T, N, S> const& x) {
+  std::string s(dtype_name<T>());
+  s += '[';
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i) s += ',';
+    s += detail::dim_with_axes(x.shape()[i], i < S::spec_size ? S::spec_dims[i] : dim_spec{});
+  }
+  return s += ']';
+}
+
+/// jax.typeof of a host (xtensor) value: unsharded, `int32[4,2]`.
+template <class E>
+  requires xt::is_xexpression<std::decay_t<E>>::value
+std::string typeof(E const& e) {
+  std::string s(dtype_name<std::remove_cv_t<typename E::value_type>>());
+  s += '[';
+  for (std::size_t i = 0; i < e.dimension(); ++i) (s += (i ? "," : "")) += std::to_string(e.shape()[i]);
+  return s += ']';
+}
+
+}  // namespace tessera

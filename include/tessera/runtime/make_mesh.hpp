@@ -1,0 +1,70 @@
+#pragma once
+// jax.make_mesh: a mesh over the current runtime's devices.
+
+#include <array>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/core/mesh.hpp"
+#include "tessera/runtime/runtime.hpp"
+
+namespace tessera {
+
+namespace detail {
+template <class Mesh, std::size_t R>
+Mesh mesh_on_runtime(std::array<int, R> const& sizes, std::vector<int> ids, bool explicit_ids) {
+  int const have = device_count();
+  if (!explicit_ids) {
+    long long product = 1;
+    for (int s : sizes) product *= s;
+    if (product > have)
+      throw std::invalid_argument("tessera::make_mesh: axis sizes " + join_ints(sizes) + " need " +
+                                  std::to_string(product) + " devices but the runtime has " + std::to_string(have) +
+                                  "; create tessera::runtime{" + std::to_string(product) +
+                                  "} or set TESSERA_NUM_DEVICES");
+    if (product >= 1) {
+      ids.resize(static_cast<std::size_t>(product));
+      std::iota(ids.begin(), ids.end(), 0);  // the first N devices, as jax.make_mesh takes them
+    }
+  }
+  Mesh m(sizes, std::move(ids));
+  if (m.devices_needed() > have)
+    throw std::invalid_argument("tessera::make_mesh: the device grid uses device id " +
+                                std::to_string(m.devices_needed() - 1) + " but the runtime has " +
+                                std::to_string(have) + " devices");
+  return m;
+}
+}  // namespace detail
+
+/// jax.make_mesh(sizes, names): a mesh of Auto axes over the first prod(sizes) devices.
+template <axis_name... Names>
+auto make_mesh(std::array<int, sizeof...(Names)> const& sizes) {
+  return detail::mesh_on_runtime<mesh<mesh_axis(Names)...>>(sizes, {}, false);
+}
+/// jax.make_mesh(sizes, names, axis_types=(T,)*n): every axis of type Tag::value.
+template <axis_name... Names, class Tag>
+  requires requires { Tag::value; }
+auto make_mesh(std::array<int, sizeof...(Names)> const& sizes, Tag) {
+  return detail::mesh_on_runtime<mesh<mesh_axis(Names, Tag::value)...>>(sizes, {}, false);
+}
+/// jax.make_mesh(sizes, names, axis_types=(...)) with one type per axis.
+template <axis_name... Names, axis_type... Types>
+auto make_mesh(std::array<int, sizeof...(Names)> const& sizes, axis_types<Types...>) {
+  static_assert(sizeof...(Names) == sizeof...(Types), "tessera::make_mesh: give one axis type per mesh axis");
+  return detail::mesh_on_runtime<mesh<mesh_axis(Names, Types)...>>(sizes, {}, false);
+}
+/// jax.sharding.Mesh(np.array(device_ids).reshape(sizes), names): an explicit device grid, any order.
+template <axis_name... Names>
+auto make_mesh(std::array<int, sizeof...(Names)> const& sizes, std::vector<int> device_ids) {
+  return detail::mesh_on_runtime<mesh<mesh_axis(Names)...>>(sizes, std::move(device_ids), true);
+}
+/// An explicit device grid whose axes all have the type Tag::value.
+template <axis_name... Names, class Tag>
+  requires requires { Tag::value; }
+auto make_mesh(std::array<int, sizeof...(Names)> const& sizes, std::vector<int> device_ids, Tag) {
+  return detail::mesh_on_runtime<mesh<mesh_axis(Names, Tag::value)...>>(sizes, std::move(device_ids), true);
+}
+
+}  // namespace tessera
