@@ -41,21 +41,24 @@ array<T, N, S> put_host(T const* data, shape_t<N> const& shape, S const& s) {
 template <std::size_t Rank = deduce_rank, class E, sharding S>
   requires xt::is_xexpression<std::decay_t<E>>::value
 auto device_put(E&& e, S const& s) {
-  static_assert(Rank != deduce_rank || has_static_rank_v<E>,
-                "tessera::device_put(x, sharding): the rank of x is only known at run time (an xt::xarray or a view "
-                "of one); name it, as in device_put<2>(x, sharding), or use xt::xtensor<T, N>");
-  constexpr std::size_t N = Rank != deduce_rank ? Rank : static_rank_v<E>;
-  using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
-  if (e.dimension() != N)
-    throw std::invalid_argument("tessera::device_put<" + std::to_string(N) + ">: the host array has rank " +
-                                std::to_string(e.dimension()) + " (shape " + detail::shape_string(e.shape()) + ")");
-  shape_t<N> shape{};
-  for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(e.shape()[i]);
-  if constexpr (detail::row_major_contiguous<E>) {
-    return detail::put_host<T, N, S>(e.data(), shape, s);
+  if constexpr (Rank == deduce_rank && !has_static_rank_v<E>) {
+    static_assert(diagnostic::always_false<E>,
+                  "tessera::device_put(x, sharding): the rank of x is only known at run time (an xt::xarray or a "
+                  "view of one); name it, as in device_put<2>(x, sharding), or use xt::xtensor<T, N>");
   } else {
-    xt::xtensor<T, N> host = std::forward<E>(e);  // one evaluation pass for lazy expressions and views
-    return detail::put_host<T, N, S>(host.data(), shape, s);
+    constexpr std::size_t N = Rank != deduce_rank ? Rank : static_rank_v<E>;
+    using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
+    if (e.dimension() != N)
+      throw std::invalid_argument("tessera::device_put<" + std::to_string(N) + ">: the host array has rank " +
+                                  std::to_string(e.dimension()) + " (shape " + detail::shape_string(e.shape()) + ")");
+    shape_t<N> shape{};
+    for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(e.shape()[i]);
+    if constexpr (detail::row_major_contiguous<E>) {
+      return detail::put_host<T, N, S>(e.data(), shape, s);
+    } else {
+      xt::xtensor<T, N> host = std::forward<E>(e);  // one evaluation pass for lazy expressions and views
+      return detail::put_host<T, N, S>(host.data(), shape, s);
+    }
   }
 }
 
@@ -74,7 +77,8 @@ auto device_put(E&& e, int device) {
 }
 
 /// device_put from a row-major buffer whose length is checked against the shape.
-template <element_type T, std::size_t N, sharding S>
+template <class T, std::size_t N, sharding S>
+  requires element_type<std::remove_const_t<T>>
 array<std::remove_const_t<T>, N, S> device_put(std::span<T> data, shape_t<N> const& shape, S const& s) {
   if (data.size() != detail::element_count(shape))
     throw std::invalid_argument("tessera::device_put: the host buffer has " + std::to_string(data.size()) +
@@ -89,6 +93,18 @@ array<T, N, S> device_put(T const* data, shape_t<N> const& shape, S const& s) {
   if (data == nullptr && detail::element_count(shape) != 0)
     throw std::invalid_argument("tessera::device_put: null data pointer for shape " + detail::shape_string(shape));
   return detail::put_host<T, N, S>(data, shape, s);
+}
+
+/// device_put(data, {4, 8}, s): the shape as a braced list; negative sizes throw.
+template <class T, std::integral I, std::size_t N, sharding S>
+  requires element_type<std::remove_const_t<T>>
+auto device_put(std::span<T> data, I const (&shape)[N], S const& s) {
+  return device_put(data, detail::checked_shape<I, N>(shape, "device_put"), s);
+}
+/// device_put(ptr, {4, 8}, s): the shape as a braced list; negative sizes throw.
+template <element_type T, std::integral I, std::size_t N, sharding S>
+auto device_put(T const* data, I const (&shape)[N], S const& s) {
+  return device_put(data, detail::checked_shape<I, N>(shape, "device_put"), s);
 }
 
 /// jax.device_put(array, sharding): the same values laid out by another sharding.

@@ -5,6 +5,7 @@
 // spin budget is chosen from the ratio of threads to cores.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -22,18 +23,24 @@ inline void cpu_relax() {
 #endif
 }
 
-/// Spin budget (pause iterations) for `threads` busy threads on this machine: zero when oversubscribed.
+/// Spin budget in nanoseconds for `threads` busy threads on this machine: zero when
+/// oversubscribed, else long enough to cover a back-to-back dispatch but short
+/// enough that a parked device costs nothing measurable.
 inline std::uint32_t spin_budget(unsigned threads) {
   unsigned const cores = std::thread::hardware_concurrency() == 0 ? 1 : std::thread::hardware_concurrency();
-  return threads <= cores ? 20000u : 0u;  // ~50-100 us of pause on current x86
+  return threads <= cores ? 50'000u : 0u;
 }
 
-/// Waits until `flag` no longer holds `old`: spin for `budget` iterations, then futex-wait (std::atomic::wait).
-inline std::uint32_t wait_for_change(std::atomic<std::uint32_t> const& flag, std::uint32_t old, std::uint32_t budget) {
-  for (std::uint32_t i = 0; i < budget; ++i) {
-    std::uint32_t const v = flag.load(std::memory_order_acquire);
-    if (v != old) return v;
-    cpu_relax();
+/// Waits until `flag` no longer holds `old`: spin for up to `budget_ns`, then futex-wait (std::atomic::wait).
+inline std::uint32_t wait_for_change(std::atomic<std::uint32_t> const& flag, std::uint32_t old, std::uint32_t budget_ns) {
+  if (budget_ns != 0) {
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(budget_ns);
+    for (std::uint32_t i = 1;; ++i) {
+      std::uint32_t const v = flag.load(std::memory_order_acquire);
+      if (v != old) return v;
+      cpu_relax();
+      if ((i & 63u) == 0 && std::chrono::steady_clock::now() > deadline) break;  // the clock read is ~20 ns
+    }
   }
   for (;;) {
     flag.wait(old, std::memory_order_acquire);
