@@ -23,8 +23,10 @@ inline std::string dim_with_axes(std::size_t n, dim_spec const& d) {
 }  // namespace detail
 
 /// jax.typeof(x): dtype and shape, each sharded dimension followed by @ and its mesh axes.
+/// Spelled type_of because `typeof` is a keyword under GNU extensions (-std=gnu++20);
+/// in standard mode (-std=c++20) tessera::typeof is provided as well.
 template <class T, std::size_t N, class S>
-std::string typeof(array<T, N, S> const& x) {
+std::string type_of(array<T, N, S> const& x) {
   std::string s(dtype_name<T>());
   s += '[';
   for (std::size_t i = 0; i < N; ++i) {
@@ -37,11 +39,20 @@ std::string typeof(array<T, N, S> const& x) {
 /// jax.typeof of a host (xtensor) value: unsharded, `int32[4,2]`.
 template <class E>
   requires xt::is_xexpression<std::decay_t<E>>::value
-std::string typeof(E const& e) {
+std::string type_of(E const& e) {
   std::string s(dtype_name<std::remove_cv_t<typename E::value_type>>());
   s += '[';
   for (std::size_t i = 0; i < e.dimension(); ++i) (s += (i ? "," : "")) += std::to_string(e.shape()[i]);
   return s += ']';
 }
+
+#if defined(__STRICT_ANSI__) || !defined(__GNUC__)
+/// jax.typeof(x), JAX's own spelling (standard C++ mode only; see type_of).
+template <class X>
+  requires requires(X const& x) { type_of(x); }
+std::string typeof(X const& x) {
+  return type_of(x);
+}
+#endif
 
 }  // namespace tessera

@@ -1,0 +1,41 @@
+# Options applied to tessera's *own* test/example targets only; never to the
+# INTERFACE target `tessera`, so consumers do not inherit them.
+
+# tessera_apply_sanitizers(<target>...)
+#   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g when the
+#   TESSERA_SANITIZE cache variable is non-empty.
+function(tessera_apply_sanitizers)
+  if(TESSERA_SANITIZE STREQUAL "")
+    return()
+  endif()
+  foreach(tgt IN LISTS ARGN)
+    target_compile_options(${tgt} PRIVATE
+      -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g)
+    if(TESSERA_SANITIZE MATCHES "undefined")
+      # Make UBSan findings fatal by default (UBSAN_OPTIONS still applies).
+      target_compile_options(${tgt} PRIVATE -fno-sanitize-recover=undefined)
+    endif()
+    target_link_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE})
+  endforeach()
+endfunction()
+
+# tessera_apply_warnings(<target>...)
+function(tessera_apply_warnings)
+  if(NOT TESSERA_WARNINGS)
+    return()
+  endif()
+  foreach(tgt IN LISTS ARGN)
+    if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+      target_compile_options(${tgt} PRIVATE -Wall -Wextra)
+      if(TESSERA_WERROR)
+        target_compile_options(${tgt} PRIVATE -Werror)
+      endif()
+    endif()
+  endforeach()
+endfunction()
+
+# tessera_configure_test_target(<target>...): warnings + sanitizers.
+function(tessera_configure_test_target)
+  tessera_apply_warnings(${ARGN})
+  tessera_apply_sanitizers(${ARGN})
+endfunction()
