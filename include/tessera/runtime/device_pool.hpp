@@ -39,7 +39,7 @@ class device_pool {
     n_ = num_devices;
     // Devices plus the dispatching thread compete for cores.
     worker_spin_ = spin_budget(static_cast<unsigned>(n_));
-    caller_spin_ = spin_budget(static_cast<unsigned>(n_) + 1);
+    caller_spin_ = spin_budget(static_cast<unsigned>(n_));
     slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
     threads_.reserve(static_cast<std::size_t>(n_));
     for (int d = 0; d < n_; ++d) threads_.emplace_back([this, d] { worker(d); });
@@ -49,8 +49,7 @@ class device_pool {
   ~device_pool() {
     stopping_.store(true, std::memory_order_release);
     for (int d = 0; d < n_; ++d) {
-      slots_[d].go.fetch_add(1, std::memory_order_release);
-      slots_[d].go.notify_one();
+      slots_[d].go.bump();
     }
     for (auto& t : threads_) t.join();
   }
@@ -76,14 +75,13 @@ class device_pool {
     task_fn_ = fn;
     task_ctx_ = const_cast<void*>(static_cast<void const*>(std::addressof(f)));
     remaining_.store(static_cast<int>(devices.size()), std::memory_order_relaxed);
-    std::uint32_t const done_before = done_.load(std::memory_order_relaxed);
+    std::uint32_t const done_before = done_.load();
     for (int d : devices) {
       slots_[d].error = nullptr;
       slots_[d].active = true;
-      slots_[d].go.fetch_add(1, std::memory_order_release);
-      slots_[d].go.notify_one();
     }
-    wait_for_change(done_, done_before, caller_spin_);
+    for (int d : devices) wake(d);
+    done_.wait_for_change(done_before, caller_spin_);
     std::vector<device_error::failure> failures;
     for (int d = 0; d < n_; ++d) {
       if (!slots_[d].active) continue;
@@ -103,16 +101,18 @@ class device_pool {
 
  private:
   struct alignas(64) slot {
-    std::atomic<std::uint32_t> go{0};
-    bool active = false;  // written by the caller before `go`, read by the worker after it
+    wait_word go;
+    bool active = false;          // written and read by the dispatching thread only
     std::exception_ptr error;
   };
+
+  void wake(int d) { slots_[d].go.bump(); }
 
   void worker(int d) {
     this_device_thread = {this, d};
     std::uint32_t seen = 0;
     for (;;) {
-      seen = wait_for_change(slots_[d].go, seen, worker_spin_);
+      seen = slots_[d].go.wait_for_change(seen, worker_spin_);
       if (stopping_.load(std::memory_order_acquire)) return;
       try {
         task_fn_(task_ctx_, d);
@@ -120,8 +120,7 @@ class device_pool {
         slots_[d].error = std::current_exception();
       }
       if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        done_.fetch_add(1, std::memory_order_release);
-        done_.notify_one();
+        done_.bump();
       }
     }
   }
@@ -135,7 +134,7 @@ class device_pool {
   void (*task_fn_)(void*, int) = nullptr;
   void* task_ctx_ = nullptr;
   alignas(64) std::atomic<int> remaining_{0};
-  alignas(64) std::atomic<std::uint32_t> done_{0};
+  alignas(64) wait_word done_;
   std::atomic<bool> stopping_{false};
 };
 

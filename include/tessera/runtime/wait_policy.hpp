@@ -6,11 +6,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace tessera::detail {
@@ -31,22 +37,73 @@ inline std::uint32_t spin_budget(unsigned threads) {
   return threads <= cores ? 50'000u : 0u;
 }
 
-/// Waits until `flag` no longer holds `old`: spin for up to `budget_ns`, then futex-wait (std::atomic::wait).
-inline std::uint32_t wait_for_change(std::atomic<std::uint32_t> const& flag, std::uint32_t old, std::uint32_t budget_ns) {
-  if (budget_ns != 0) {
-    auto const deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(budget_ns);
-    for (std::uint32_t i = 1;; ++i) {
-      std::uint32_t const v = flag.load(std::memory_order_acquire);
+/// A 32-bit counter that threads wait on for a change. On Linux it parks on a raw
+/// futex and the waker skips the system call when nobody sleeps (libstdc++'s
+/// std::atomic::wait goes through a shared waiter table and yields a dozen
+/// times before sleeping, which costs a lot with more threads than cores).
+class wait_word {
+ public:
+  std::uint32_t load() const { return value_.load(std::memory_order_acquire); }
+
+  /// Increments the counter and wakes every thread waiting on it.
+  void bump() {
+    value_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) wake_all();
+  }
+
+  /// Waits until the counter no longer holds `old`: spin for up to `budget_ns`
+  /// (yielding now and then), then sleep. Returns the new value.
+  std::uint32_t wait_for_change(std::uint32_t old, std::uint32_t budget_ns) {
+    if (budget_ns != 0) {
+      auto const deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(budget_ns);
+      for (std::uint32_t i = 1;; ++i) {
+        std::uint32_t const v = load();
+        if (v != old) return v;
+        cpu_relax();
+        if ((i & 7u) == 0) {
+          if (std::chrono::steady_clock::now() > deadline) break;  // the clock read is ~25 ns
+          // Give the core away now and then: a thread we wait for may be runnable but
+          // without a core (the dispatcher of an N-device pool on N cores).
+          std::this_thread::yield();
+        }
+      }
+    }
+    // A few yields before sleeping: with more threads than cores the change often
+    // comes within a time slice or two, and a yield is far cheaper than a futex round trip.
+    for (int i = 0; i < 16; ++i) {
+      std::this_thread::yield();
+      std::uint32_t const v = load();
       if (v != old) return v;
-      cpu_relax();
-      if ((i & 63u) == 0 && std::chrono::steady_clock::now() > deadline) break;  // the clock read is ~20 ns
+    }
+    for (;;) {
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      std::uint32_t v = value_.load(std::memory_order_seq_cst);
+      if (v == old) sleep(old);
+      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      v = load();
+      if (v != old) return v;
     }
   }
-  for (;;) {
-    flag.wait(old, std::memory_order_acquire);
-    std::uint32_t const v = flag.load(std::memory_order_acquire);
-    if (v != old) return v;
+
+ private:
+  void sleep(std::uint32_t old) {
+#if defined(__linux__)
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value_), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+#else
+    value_.wait(old, std::memory_order_acquire);
+#endif
   }
-}
+  void wake_all() {
+#if defined(__linux__)
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+#else
+    value_.notify_all();
+#endif
+  }
+
+  std::atomic<std::uint32_t> value_{0};
+  std::atomic<std::uint32_t> sleepers_{0};
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t), "futex needs a plain 32-bit word");
+};
 
 }  // namespace tessera::detail
