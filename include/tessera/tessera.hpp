@@ -16,6 +16,7 @@
 
 #include "tessera/runtime/device_buffer.hpp"
 #include "tessera/runtime/device_error.hpp"
+#include "tessera/runtime/device_memory.hpp"
 #include "tessera/runtime/device_pool.hpp"
 #include "tessera/runtime/make_mesh.hpp"
 #include "tessera/runtime/runtime.hpp"

@@ -46,7 +46,7 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
   st->pool->run(std::span<int const>(s.device_ids()), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     auto const block = s.block(p, shape);
-    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized);
+    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
     if (buf.size() != 0) fill(p, block, buf.data());
     st->buffers[p] = std::move(buf);
   });

@@ -11,11 +11,12 @@
 
 namespace tessera {
 
-/// np.asarray(x) / jax.device_get(x): the global array on the host. Each device
-/// holding the first replica of a block copies it into place, in parallel.
+/// np.copyto(out, x): writes the global array into an existing host array, resized
+/// to x's shape if needed. Each device holding the first replica of a block copies
+/// it into place, in parallel; reusing `out` avoids the host's page faults.
 template <class T, std::size_t N, class S>
-xt::xtensor<T, N> to_host(array<T, N, S> const& x) {
-  auto out = xt::xtensor<T, N>::from_shape(x.shape());
+void to_host(array<T, N, S> const& x, xt::xtensor<T, N>& out) {
+  if (out.shape() != x.shape()) out.resize(x.shape());
   auto const& s = x.sharding();
   auto const whole = detail::full_block(x.shape());
   std::vector<int> writers;
@@ -32,6 +33,13 @@ xt::xtensor<T, N> to_host(array<T, N, S> const& x) {
     auto const block = s.block(p, x.shape());
     detail::copy_region(x.block_data(p), block, dst, whole, block);
   });
+}
+
+/// np.asarray(x) / jax.device_get(x): the global array in a new host array.
+template <class T, std::size_t N, class S>
+xt::xtensor<T, N> to_host(array<T, N, S> const& x) {
+  auto out = xt::xtensor<T, N>::from_shape(x.shape());
+  to_host(x, out);
   return out;
 }
 

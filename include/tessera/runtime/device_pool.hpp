@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/runtime/device_error.hpp"
+#include "tessera/runtime/device_memory.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 namespace tessera::detail {
@@ -41,6 +42,7 @@ class device_pool {
     worker_spin_ = spin_budget(static_cast<unsigned>(n_));
     caller_spin_ = spin_budget(static_cast<unsigned>(n_));
     slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
+    memory_ = std::make_unique<device_memory[]>(static_cast<std::size_t>(n_));
     threads_.reserve(static_cast<std::size_t>(n_));
     for (int d = 0; d < n_; ++d) threads_.emplace_back([this, d] { worker(d); });
   }
@@ -56,6 +58,8 @@ class device_pool {
 
   /// Number of logical devices.
   int size() const { return n_; }
+  /// Device d's memory (its cache of freed blocks).
+  device_memory& memory(int d) const { return memory_[static_cast<std::size_t>(d)]; }
 
   /// Runs f(device) on each listed device's own thread and waits for all of them.
   /// Exceptions are collected per device and rethrown here as one device_error.
@@ -129,6 +133,7 @@ class device_pool {
   std::uint32_t worker_spin_ = 0;
   std::uint32_t caller_spin_ = 0;
   std::unique_ptr<slot[]> slots_;
+  std::unique_ptr<device_memory[]> memory_;
   std::vector<std::thread> threads_;
   std::mutex dispatch_mutex_;
   void (*task_fn_)(void*, int) = nullptr;
