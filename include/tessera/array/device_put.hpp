@@ -21,7 +21,7 @@ inline constexpr std::size_t deduce_rank = static_cast<std::size_t>(-1);
 namespace detail {
 
 template <class E>
-concept row_major_contiguous = requires {
+concept row_major_contiguous = xt::has_data_interface<std::decay_t<E>>::value && requires {
   std::decay_t<E>::contiguous_layout;
   std::decay_t<E>::static_layout;
 } && std::decay_t<E>::contiguous_layout && (std::decay_t<E>::static_layout == xt::layout_type::row_major);

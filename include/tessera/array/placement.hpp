@@ -27,18 +27,20 @@ std::vector<int> positions_by_device(S const& s, int pool_size) {
 template <class S>
 std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
   auto pool = current_pool();
-  for (int d : s.device_ids())
-    if (d >= pool->size())
-      throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
-                                  std::to_string(d) + " but the runtime has " + std::to_string(pool->size()) +
-                                  " devices; create tessera::runtime{" + std::to_string(d + 1) +
-                                  "} (or more) before making the mesh");
+  int highest = -1;
+  for (int d : s.device_ids()) highest = d > highest ? d : highest;
+  if (highest >= pool->size())
+    throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
+                                std::to_string(highest) + " but the runtime has " + std::to_string(pool->size()) +
+                                " devices; create tessera::runtime{" + std::to_string(highest + 1) +
+                                "} (or more) before making the mesh");
   return pool;
 }
 
 /// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
 /// device's thread, into a fresh, not yet touched buffer (so the fill is the first touch).
-template <class T, std::size_t N, class S, class Fill>
+/// Empty blocks are filled only when FillEmpty (out is then null).
+template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
 array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
   st->buffers.resize(s.num_devices());
@@ -47,7 +49,7 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     auto const block = s.block(p, shape);
     device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
-    if (buf.size() != 0) fill(p, block, buf.data());
+    if (FillEmpty || buf.size() != 0) fill(p, block, buf.data());
     st->buffers[p] = std::move(buf);
   });
   return array<T, N, S>(std::move(st));

@@ -53,7 +53,14 @@ class device_pool {
     for (int d = 0; d < n_; ++d) {
       slots_[d].go.bump();
     }
-    for (auto& t : threads_) t.join();
+    for (int d = 0; d < n_; ++d) {
+      // The last owner may let go on a device thread (a task dropping the last array of
+      // a runtime that is gone); that thread cannot join itself, and returns on its own.
+      if (this_device_thread.pool == this && this_device_thread.device == d)
+        threads_[static_cast<std::size_t>(d)].detach();
+      else
+        threads_[static_cast<std::size_t>(d)].join();
+    }
   }
 
   /// Number of logical devices.
@@ -69,10 +76,17 @@ class device_pool {
       throw std::logic_error("tessera: a dispatch to the devices was started from device " +
                              std::to_string(this_device_thread.device) +
                              "'s own thread; per-device code must not start another dispatch on the same runtime");
-    for (int d : devices)
+    std::vector<bool> listed(static_cast<std::size_t>(n_), false);
+    for (int d : devices) {
       if (d < 0 || d >= n_)
         throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
                                 std::to_string(n_) + " devices");
+      // A device listed twice would be woken once and counted twice: the wait would never end.
+      if (listed[static_cast<std::size_t>(d)])
+        throw std::invalid_argument("tessera: device id " + std::to_string(d) +
+                                    " is listed twice in one dispatch; each device runs the task once");
+      listed[static_cast<std::size_t>(d)] = true;
+    }
     if (devices.empty()) return;
     std::lock_guard lock(dispatch_mutex_);  // one dispatch at a time per pool
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
