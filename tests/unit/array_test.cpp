@@ -24,10 +24,13 @@
 
 #include <tessera/tessera.hpp>
 
+#include "support.hpp"
+
 using tessera::axes;
 using tessera::none;
 using tessera::P;
 using tessera::shape_t;
+using tessera_test::same_array;
 
 namespace {
 
@@ -166,14 +169,6 @@ xt::xtensor<T, N> make_host(shape_t<N> const& shape) {
   std::size_t i = 0;
   for (auto& x : h) x = value_at<T>(i++);
   return h;
-}
-
-template <class A, class B>
-bool same_array(A const& a, B const& b) {
-  if (a.dimension() != b.dimension()) return false;
-  for (std::size_t i = 0; i < a.dimension(); ++i)
-    if (a.shape()[i] != b.shape()[i]) return false;
-  return std::equal(a.begin(), a.end(), b.begin());
 }
 
 template <class T, std::size_t N, std::size_t... I>

@@ -183,48 +183,36 @@ TEST_CASE("typeof, JAX's spelling, in standard C++ mode", "[debug][typeof]") {
 // visualize_array_sharding
 // ---------------------------------------------------------------------------
 
+// jax.debug.visualize_array_sharding of a 4x8 array over a 2x4 mesh, P('x', 'y'), as printed in
+// the JAX docs' "Key concept: data sharding" (no colour).
+std::string const jax_doc_2x4 =
+    "┌──────────┬──────────┬──────────┬──────────┐\n"
+    "│          │          │          │          │\n"
+    "│  CPU 0   │  CPU 1   │  CPU 2   │  CPU 3   │\n"
+    "│          │          │          │          │\n"
+    "│          │          │          │          │\n"
+    "├──────────┼──────────┼──────────┼──────────┤\n"
+    "│          │          │          │          │\n"
+    "│  CPU 4   │  CPU 5   │  CPU 6   │  CPU 7   │\n"
+    "│          │          │          │          │\n"
+    "│          │          │          │          │\n"
+    "└──────────┴──────────┴──────────┴──────────┘\n"
+    "\n";
+
 TEST_CASE("the reference drawing reproduces JAX's documented output", "[debug][visualize]") {
-  // jax.debug.visualize_array_sharding of a 4x8 array over a 2x4 mesh, P('x', 'y'), from
-  // the JAX docs' "Key concept: data sharding" (no colour).
-  std::string const jax_doc =
-      "┌──────────┬──────────┬──────────┬──────────┐\n"
-      "│          │          │          │          │\n"
-      "│  CPU 0   │  CPU 1   │  CPU 2   │  CPU 3   │\n"
-      "│          │          │          │          │\n"
-      "│          │          │          │          │\n"
-      "├──────────┼──────────┼──────────┼──────────┤\n"
-      "│          │          │          │          │\n"
-      "│  CPU 4   │  CPU 5   │  CPU 6   │  CPU 7   │\n"
-      "│          │          │          │          │\n"
-      "│          │          │          │          │\n"
-      "└──────────┴──────────┴──────────┴──────────┘\n"
-      "\n";
   auto const grid = even_grid(2, 4, [](std::size_t i, std::size_t j) { return std::vector<int>{static_cast<int>(i * 4 + j)}; });
-  CHECK(jax_drawing(grid, 8.0 / 4.0) == jax_doc);
+  CHECK(jax_drawing(grid, 8.0 / 4.0) == jax_doc_2x4);
 }
 
 TEST_CASE("visualize_array_sharding: 4x8 over a 2x4 mesh, P('x', 'y')", "[debug][visualize]") {
   runtime rt{8};
   auto const m = tessera::make_mesh<"x", "y">({2, 4});
   auto const a = tessera::device_put(zeros<float, 2>({4, 8}), named_sharding(m, P<"x", "y">{}));
-  std::string const expected =
-      "┌──────────┬──────────┬──────────┬──────────┐\n"
-      "│          │          │          │          │\n"
-      "│  CPU 0   │  CPU 1   │  CPU 2   │  CPU 3   │\n"
-      "│          │          │          │          │\n"
-      "│          │          │          │          │\n"
-      "├──────────┼──────────┼──────────┼──────────┤\n"
-      "│          │          │          │          │\n"
-      "│  CPU 4   │  CPU 5   │  CPU 6   │  CPU 7   │\n"
-      "│          │          │          │          │\n"
-      "│          │          │          │          │\n"
-      "└──────────┴──────────┴──────────┴──────────┘\n"
-      "\n";
-  CHECK(draw(a) == expected);
+  CHECK(draw(a) == jax_doc_2x4);
   // Without use_color, a string stream never gets colour.
   std::ostringstream os;
   tessera::visualize_array_sharding(a, os);
-  CHECK(os.str() == expected);
+  CHECK(os.str() == jax_doc_2x4);
 }
 
 TEST_CASE("visualize_array_sharding: one device, and P('x', None)", "[debug][visualize]") {

@@ -22,7 +22,10 @@
 
 #include <tessera/tessera.hpp>
 
+#include "support.hpp"
+
 using Catch::Matchers::Contains;
+using tessera_test::same_array;
 using tessera::axes;
 using tessera::named_sharding;
 using tessera::none;
@@ -32,14 +35,6 @@ using tessera::shape_t;
 using tessera::single_device_sharding;
 
 namespace {
-
-template <class A, class B>
-bool same_array(A const& a, B const& b) {
-  if (a.dimension() != b.dimension()) return false;
-  for (std::size_t i = 0; i < a.dimension(); ++i)
-    if (a.shape()[i] != b.shape()[i]) return false;
-  return std::equal(a.begin(), a.end(), b.begin());
-}
 
 template <class T, std::size_t N>
 xt::xtensor<T, N> make_host(shape_t<N> const& shape) {

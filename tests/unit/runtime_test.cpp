@@ -27,7 +27,10 @@
 
 #include <tessera/tessera.hpp>
 
+#include "support.hpp"
+
 using Catch::Matchers::Contains;
+using tessera_test::same_array;
 using tessera::none;
 using tessera::P;
 using tessera::runtime;
@@ -41,15 +44,6 @@ std::vector<std::thread::id> device_threads(tessera::detail::device_pool& pool) 
 }
 
 bool aligned64(void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
-
-// Same shape and the same elements (xtensor's own == would clash with Catch's decomposer).
-template <class A, class B>
-bool same_array(A const& a, B const& b) {
-  if (a.dimension() != b.dimension()) return false;
-  for (std::size_t i = 0; i < a.dimension(); ++i)
-    if (a.shape()[i] != b.shape()[i]) return false;
-  return std::equal(a.begin(), a.end(), b.begin());
-}
 
 struct device_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
