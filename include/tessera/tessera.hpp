@@ -20,6 +20,8 @@
 #include "tessera/runtime/device_pool.hpp"
 #include "tessera/runtime/make_mesh.hpp"
 #include "tessera/runtime/runtime.hpp"
+#include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/team.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 #include "tessera/array/array.hpp"
@@ -30,5 +32,9 @@
 #include "tessera/array/shape.hpp"
 #include "tessera/array/to_host.hpp"
 
+#include "tessera/parallel/collectives.hpp"
+#include "tessera/parallel/local_block.hpp"
+#include "tessera/parallel/shard_map.hpp"
+#include "tessera/parallel/spmd_context.hpp"
 #include "tessera/debug/typeof.hpp"
 #include "tessera/debug/visualize_array_sharding.hpp"

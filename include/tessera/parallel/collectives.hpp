@@ -1,0 +1,446 @@
+#pragma once
+// The collectives a shard_map body calls (jax.lax.psum, all_gather, ...), over
+// one or several mesh axes: `psum<"x">(v)`, `all_gather<"x", "y">(v, 0)`.
+// Values are scalars or xtensor expressions of static rank; results are owned
+// by the calling device (a scalar, or an xt::xtensor).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include "tessera/array/shape.hpp"
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/fixed_string.hpp"
+#include "tessera/parallel/spmd_context.hpp"
+#include "tessera/runtime/collectives.hpp"
+
+namespace tessera {
+
+/// The `tiled=True` of jax.lax.all_gather, psum_scatter and all_to_all.
+struct tiled_t {
+  explicit constexpr tiled_t() = default;
+};
+/// Pass as the last argument for JAX's `tiled=True`.
+inline constexpr tiled_t tiled{};
+
+namespace detail {
+
+template <class V>
+inline constexpr bool is_scalar_value = std::is_arithmetic_v<std::remove_cvref_t<V>>;
+
+template <class V, class = void>
+struct value_traits;
+template <class V>
+struct value_traits<V, std::enable_if_t<is_scalar_value<V>>> {
+  using type = std::remove_cvref_t<V>;
+  static constexpr std::size_t rank = 0;
+};
+template <class V>
+struct value_traits<V, std::enable_if_t<!is_scalar_value<V> && xt::is_xexpression<std::decay_t<V>>::value>> {
+  using type = std::remove_cv_t<typename std::decay_t<V>::value_type>;
+  static constexpr std::size_t rank = static_rank_v<V>;
+};
+
+/// A collective's input as a contiguous row-major buffer: the caller's own buffer when it is one, else a copy.
+template <class T, std::size_t N>
+struct collective_input {
+  xt::xtensor<T, N> storage;
+  T const* data = nullptr;
+  shape_t<N> shape{};
+  std::size_t count() const { return element_count(shape); }
+};
+
+template <class V>
+auto make_input(V&& v) {
+  using traits = value_traits<V>;
+  using T = typename traits::type;
+  constexpr std::size_t N = traits::rank;
+  static_assert(N != static_cast<std::size_t>(-1),
+                "tessera: a collective's argument must have its rank in its type (an xt::xtensor<T, N>, a block, or "
+                "an expression of them); an xt::xarray has a run-time rank: convert it to xt::xtensor<T, N> first");
+  collective_input<T, N> in;
+  if constexpr (is_scalar_value<V>) {
+    in.storage = xt::xtensor<T, 0>::from_shape(shape_t<0>{});
+    in.storage() = static_cast<T>(v);
+    in.data = in.storage.data();
+  } else {
+    using E = std::decay_t<V>;
+    constexpr bool direct = xt::has_data_interface<E>::value && requires {
+      E::static_layout;
+      E::contiguous_layout;
+    } && E::contiguous_layout && E::static_layout == xt::layout_type::row_major;
+    for (std::size_t i = 0; i < N; ++i) in.shape[i] = static_cast<std::size_t>(v.shape()[i]);
+    if constexpr (direct) {
+      in.data = v.data();
+    } else {
+      in.storage = std::forward<V>(v);
+      in.data = in.storage.data();
+    }
+  }
+  return in;
+}
+
+/// A value of type T and rank N returned as JAX would: a scalar for rank 0.
+template <class T, std::size_t N>
+auto as_result(xt::xtensor<T, N>&& r) {
+  if constexpr (N == 0) return T(r());
+  else return std::move(r);
+}
+
+template <std::size_t N>
+std::uint64_t hash_shape(shape_t<N> const& s, std::uint64_t h = 1469598103934665603ull) {
+  for (std::size_t x : s) h = (h ^ x) * 1099511628211ull;
+  return h;
+}
+
+/// Everything a collective call needs on this device: its frame, group and signature.
+template <axis_name... A>
+struct collective_call {
+  spmd_frame& f;
+  std::array<std::size_t, sizeof...(A)> axes;
+  group g;
+  op_signature sig;
+
+  collective_call(char const* what, op_kind kind)
+      : f(frame_for(what)), axes(resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)),
+        g(group_of(f, axes)) {
+    sig.seq = f.seq++;
+    sig.kind = static_cast<std::uint32_t>(kind);
+    sign_axes(sig, axes);
+    sig.describe = f.describe;
+  }
+  std::size_t k() const { return g.size(); }
+};
+
+template <axis_name... A>
+constexpr void check_axes_given() {
+  static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes of the collective, as in psum<\"x\">(v)");
+}
+
+template <axis_name... A, class V>
+auto all_reduce_value(V&& v, op_kind kind, reduce_op op, char const* what) {
+  check_axes_given<A...>();
+  auto in = make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+  collective_call<A...> c(what, kind);
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape);
+  auto out = xt::xtensor<T, N>::from_shape(in.shape);
+  all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
+  return out;
+}
+
+}  // namespace detail
+
+/// jax.lax.psum(x, axes): the sum over the devices along the mesh axes, on every one of them.
+template <axis_name... A, class V>
+auto psum(V&& v) {
+  static_assert(!std::is_same_v<typename detail::value_traits<V>::type, bool>,
+                "tessera::psum of bool values: use pmax (any) or pmin (all)");
+  return detail::as_result(
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::psum, detail::reduce_op::sum, "psum"));
+}
+
+/// jax.lax.pmax(x, axes): the element-wise maximum over the devices along the mesh axes.
+template <axis_name... A, class V>
+auto pmax(V&& v) {
+  return detail::as_result(
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmax, detail::reduce_op::max, "pmax"));
+}
+
+/// jax.lax.pmin(x, axes): the element-wise minimum over the devices along the mesh axes.
+template <axis_name... A, class V>
+auto pmin(V&& v) {
+  return detail::as_result(
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmin, detail::reduce_op::min, "pmin"));
+}
+
+/// jax.lax.pmean(x, axes): psum / axis size. Integers give floating results, as in JAX
+/// (float for 32-bit and smaller, double for 64-bit).
+template <axis_name... A, class V>
+auto pmean(V&& v) {
+  using T = typename detail::value_traits<V>::type;
+  static_assert(!std::is_same_v<T, bool>, "tessera::pmean of bool values: convert to a number first");
+  using R = std::conditional_t<std::is_floating_point_v<T>, T, std::conditional_t<(sizeof(T) > 4), double, float>>;
+  if constexpr (std::is_floating_point_v<T>) {
+    auto s = detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmean, detail::reduce_op::sum, "pmean");
+    std::size_t k = 1;
+    auto& f = detail::frame_for("pmean");
+    for (std::size_t a : detail::resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, "pmean")) k *= f.sizes[a];
+    s /= static_cast<R>(k);
+    return detail::as_result(std::move(s));
+  } else {
+    // Converted before the sum, so the sum cannot wrap around in the integer type.
+    auto in = detail::make_input(std::forward<V>(v));
+    constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+    xt::xtensor<R, N> wide = xt::xtensor<R, N>::from_shape(in.shape);
+    std::copy(in.data, in.data + in.count(), wide.data());
+    return pmean<A...>(std::move(wide));
+  }
+}
+
+/// jax.lax.all_gather(x, axes, axis=axis): every device's x stacked along a new dimension `axis`.
+template <axis_name... A, class V>
+auto all_gather(V&& v, std::size_t axis = 0) {
+  detail::check_axes_given<A...>();
+  auto in = detail::make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+  if (axis > N)
+    throw std::invalid_argument("tessera::all_gather: axis " + std::to_string(axis) + " is out of range for a rank-" +
+                                std::to_string(N) + " value (0 to " + std::to_string(N) + ")");
+  detail::collective_call<A...> c("all_gather", detail::op_kind::all_gather);
+  c.sig.count = in.count();
+  c.sig.dtype = detail::dtype_code<T>();
+  c.sig.param = detail::hash_shape(in.shape, axis);
+  shape_t<N + 1> out_shape{};
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t i = 0, j = 0; i <= N; ++i) {
+    if (i == axis) out_shape[i] = c.k();
+    else out_shape[i] = in.shape[j++];
+  }
+  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
+  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  auto out = xt::xtensor<T, N + 1>::from_shape(out_shape);
+  detail::all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
+  return out;
+}
+
+/// jax.lax.all_gather(x, axes, axis=axis, tiled=True): every device's x concatenated along `axis`.
+template <axis_name... A, class V>
+auto all_gather(V&& v, std::size_t axis, tiled_t) {
+  using T = typename detail::value_traits<V>::type;
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::all_gather(x, axis, tiled): a scalar has no dimension to concatenate along");
+  if (axis >= N)
+    throw std::invalid_argument("tessera::all_gather(tiled): axis " + std::to_string(axis) +
+                                " is out of range for a rank-" + std::to_string(N) + " value");
+  auto stacked = all_gather<A...>(std::forward<V>(v), axis);
+  shape_t<N> shape{};
+  for (std::size_t i = 0, j = 0; i <= N; ++i) {
+    if (i == axis) continue;
+    shape[j++] = stacked.shape()[i];
+  }
+  shape[axis] *= stacked.shape()[axis];
+  // The stacked and concatenated layouts have the same bytes.
+  xt::xtensor<T, N> out = xt::xtensor<T, N>::from_shape(shape);
+  std::copy(stacked.data(), stacked.data() + stacked.size(), out.data());
+  return out;
+}
+
+namespace detail {
+template <axis_name... A, class In>
+auto scatter_sum(In const& in, std::size_t dim, bool tiled_mode, char const* what) {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+  collective_call<A...> c(what, op_kind::psum_scatter);
+  std::size_t const k = c.k();
+  if (dim >= N)
+    throw std::invalid_argument(std::string("tessera::") + what + ": scatter_dimension " + std::to_string(dim) +
+                                " is out of range for a rank-" + std::to_string(N) + " value");
+  if (!tiled_mode && in.shape[dim] != k)
+    throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(dim) +
+                                " has size " + std::to_string(in.shape[dim]) + " but must equal the axis size " +
+                                std::to_string(k) + " (or pass tessera::tiled to divide it)");
+  if (tiled_mode && in.shape[dim] % k != 0)
+    throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(dim) +
+                                " has size " + std::to_string(in.shape[dim]) +
+                                ", which is not evenly divisible by the axis size " + std::to_string(k));
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape, dim * 2 + (tiled_mode ? 1 : 0));
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
+  for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
+  std::size_t const chunk = in.shape[dim] / k * inner;
+  shape_t<N> out_shape = in.shape;
+  out_shape[dim] /= k;
+  auto out = xt::xtensor<T, N>::from_shape(out_shape);
+  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, chunk);
+  return out;
+}
+}  // namespace detail
+
+/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim): the sum, where device i keeps
+/// index i of dimension `dim` (whose size must be the axis size); that dimension is removed.
+template <axis_name... A, class V>
+auto psum_scatter(V&& v, std::size_t dim = 0) {
+  detail::check_axes_given<A...>();
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
+  auto in = detail::make_input(std::forward<V>(v));
+  auto summed = detail::scatter_sum<A...>(in, dim, false, "psum_scatter");
+  using T = typename decltype(summed)::value_type;
+  shape_t<N - 1> shape{};
+  for (std::size_t i = 0, j = 0; i < N; ++i)
+    if (i != dim) shape[j++] = summed.shape()[i];
+  xt::xtensor<T, N - 1> out = xt::xtensor<T, N - 1>::from_shape(shape);
+  std::copy(summed.data(), summed.data() + summed.size(), out.data());
+  return detail::as_result(std::move(out));
+}
+
+/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim, tiled=True): the sum, where device i
+/// keeps the i-th of k equal chunks of dimension `dim`.
+template <axis_name... A, class V>
+auto psum_scatter(V&& v, std::size_t dim, tiled_t) {
+  detail::check_axes_given<A...>();
+  static_assert(detail::value_traits<V>::rank >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
+  auto in = detail::make_input(std::forward<V>(v));
+  return detail::scatter_sum<A...>(in, dim, true, "psum_scatter");
+}
+
+namespace detail {
+template <axis_name... A, class T>
+void all_to_all_raw(T const* data, std::vector<std::size_t> const& shape, std::size_t split, std::size_t concat,
+                    std::uint64_t param, T* out) {
+  collective_call<A...> c("all_to_all", op_kind::all_to_all);
+  std::size_t count = 1;
+  for (std::size_t x : shape) count *= x;
+  c.sig.count = count;
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = param;
+  detail::all_to_all(*c.f.t, c.f.pos, c.g, c.sig, data, out, std::span<std::size_t const>(shape), split, concat);
+}
+
+template <axis_name... A>
+std::size_t group_size(char const* what) {
+  auto& f = frame_for(what);
+  std::size_t k = 1;
+  for (std::size_t a : resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)) k *= f.sizes[a];
+  return k;
+}
+}  // namespace detail
+
+/// jax.lax.all_to_all(x, axes, split_axis, concat_axis, tiled=True): dimension `split_axis` is cut
+/// into one chunk per device; chunk j goes to device j, and the chunks received are concatenated
+/// along `concat_axis` in device order.
+template <axis_name... A, class V>
+auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t) {
+  detail::check_axes_given<A...>();
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
+  auto in = detail::make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  std::size_t const k = detail::group_size<A...>("all_to_all");
+  if (split_axis >= N || concat_axis >= N)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " and concat_axis " +
+                                std::to_string(concat_axis) + " must be below the rank " + std::to_string(N));
+  if (in.shape[split_axis] % k != 0)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " has size " +
+                                std::to_string(in.shape[split_axis]) +
+                                ", which is not evenly divisible by the axis size " + std::to_string(k));
+  shape_t<N> out_shape = in.shape;
+  out_shape[split_axis] /= k;
+  out_shape[concat_axis] *= k;
+  auto out = xt::xtensor<T, N>::from_shape(out_shape);
+  std::vector<std::size_t> const shape(in.shape.begin(), in.shape.end());
+  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis,
+                                     detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
+  return out;
+}
+
+/// jax.lax.all_to_all(x, axes, split_axis, concat_axis): dimension `split_axis` (whose size is the
+/// axis size) is scattered over the devices and a new dimension of that size, indexed by source
+/// device, appears at `concat_axis` of the result.
+template <axis_name... A, class V>
+auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
+  detail::check_axes_given<A...>();
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
+  auto in = detail::make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  std::size_t const k = detail::group_size<A...>("all_to_all");
+  if (split_axis >= N || concat_axis >= N)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " and concat_axis " +
+                                std::to_string(concat_axis) + " must be below the rank " + std::to_string(N));
+  if (in.shape[split_axis] != k)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " has size " +
+                                std::to_string(in.shape[split_axis]) + " but must equal the axis size " +
+                                std::to_string(k) + " (or pass tessera::tiled)");
+  // As JAX does it: a unit dimension is inserted for the chunks to land in, the tiled
+  // exchange runs, and the split dimension (now of size 1) is dropped. Unit dimensions
+  // do not move bytes, so only the shapes change.
+  std::vector<std::size_t> shape(in.shape.begin(), in.shape.end());
+  std::size_t split = split_axis, concat = concat_axis;
+  if (split < concat) {
+    ++concat;
+    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
+  } else if (split > concat) {
+    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
+    ++split;
+  }
+  shape_t<N> out_shape = in.shape;
+  if (split_axis != concat_axis) {
+    std::vector<std::size_t> r = shape;
+    r[split] /= k;
+    r[concat] *= k;
+    r.erase(r.begin() + static_cast<std::ptrdiff_t>(split));
+    for (std::size_t i = 0; i < N; ++i) out_shape[i] = r[i];
+  }
+  auto out = xt::xtensor<T, N>::from_shape(out_shape);
+  detail::all_to_all_raw<A...>(in.data, shape, split, concat,
+                                     detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2), out.data());
+  return out;
+}
+
+/// jax.lax.ppermute(x, axes, perm): device `dst` receives the x of device `src` for each
+/// (src, dst) pair (indices along the axes); a device that receives nothing gets zeros.
+template <axis_name... A, class V>
+auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
+  detail::check_axes_given<A...>();
+  auto in = detail::make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+  detail::collective_call<A...> c("ppermute", detail::op_kind::ppermute);
+  long const k = static_cast<long>(c.k());
+  std::vector<char> is_src(static_cast<std::size_t>(k), 0), is_dst(static_cast<std::size_t>(k), 0);
+  long source = -1;
+  std::uint64_t h = detail::hash_shape(in.shape);
+  for (auto const& [s, d] : perm) {
+    if (s < 0 || s >= k || d < 0 || d >= k)
+      throw std::invalid_argument("tessera::ppermute: the pair (" + std::to_string(s) + ", " + std::to_string(d) +
+                                  ") is out of range for an axis of size " + std::to_string(k));
+    if (is_src[static_cast<std::size_t>(s)]++)
+      throw std::invalid_argument("tessera::ppermute: source " + std::to_string(s) + " appears twice in perm");
+    if (is_dst[static_cast<std::size_t>(d)]++)
+      throw std::invalid_argument("tessera::ppermute: destination " + std::to_string(d) + " appears twice in perm");
+    if (static_cast<std::size_t>(d) == c.g.rank) source = s;
+    h = (h ^ (static_cast<std::uint64_t>(s) << 20 | static_cast<std::uint64_t>(d))) * 1099511628211ull;
+  }
+  c.sig.count = in.count();
+  c.sig.dtype = detail::dtype_code<T>();
+  c.sig.param = h;
+  auto out = xt::xtensor<T, N>::from_shape(in.shape);
+  detail::permute(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), source);
+  return detail::as_result(std::move(out));
+}
+
+/// jax.lax.axis_index(axes): this device's index along the mesh axes (row-major over several).
+template <axis_name... A>
+int axis_index() {
+  detail::check_axes_given<A...>();
+  auto& f = detail::frame_for("axis_index");
+  auto const axes = detail::resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, "axis_index");
+  auto const mine = detail::coordinates(f.pos, f.sizes);
+  std::size_t r = 0;
+  for (std::size_t a : axes) r = r * f.sizes[a] + mine[a];
+  return static_cast<int>(r);
+}
+
+/// jax.lax.axis_size(axes) (psum(1, axes) in older JAX): the number of devices along the mesh axes.
+template <axis_name... A>
+int axis_size() {
+  detail::check_axes_given<A...>();
+  return static_cast<int>(detail::group_size<A...>("axis_size"));
+}
+
+}  // namespace tessera

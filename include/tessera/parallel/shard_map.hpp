@@ -1,0 +1,340 @@
+#pragma once
+// jax.shard_map: per-device code. The body runs once per device of the mesh,
+// on that device's thread, with the device's blocks of the inputs; its results
+// are the blocks of the outputs, laid out by out_specs.
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include "tessera/array/array.hpp"
+#include "tessera/array/device_put.hpp"
+#include "tessera/array/placement.hpp"
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/named_sharding.hpp"
+#include "tessera/parallel/collectives.hpp"
+#include "tessera/parallel/local_block.hpp"
+#include "tessera/parallel/spmd_context.hpp"
+#include "tessera/runtime/team.hpp"
+
+namespace tessera {
+
+/// shard_map's in_specs=(P(...), ...): one PartitionSpec per argument.
+template <partition_spec_type... S>
+struct in_specs_t {
+  static constexpr std::size_t size = sizeof...(S);
+};
+/// in_specs=(P('x'), P()): `tessera::in_specs(P<"x">{}, P<>{})`.
+template <partition_spec_type... S>
+constexpr in_specs_t<std::remove_cvref_t<S>...> in_specs(S const&...) {
+  return {};
+}
+
+/// shard_map's out_specs: one PartitionSpec per result.
+template <partition_spec_type... S>
+struct out_specs_t {
+  static constexpr std::size_t size = sizeof...(S);
+};
+/// out_specs=P(): `tessera::out_specs(P<>{})`; several results return a std::tuple.
+template <partition_spec_type... S>
+constexpr out_specs_t<std::remove_cvref_t<S>...> out_specs(S const&...) {
+  return {};
+}
+
+namespace diagnostic {
+/// Fires when a shard_map'd function is called with more or fewer arguments than in_specs has entries.
+template <std::size_t Arguments, std::size_t InSpecs, bool Ok>
+struct shard_map_arguments_must_match_in_specs {
+  static_assert(Ok,
+                "tessera::shard_map: the number of arguments differs from the number of in_specs (the two counts are "
+                "the arguments of 'shard_map_arguments_must_match_in_specs<arguments, in_specs>' above); give one "
+                "PartitionSpec per argument");
+  static constexpr bool value = true;
+};
+/// Fires when the body returns more or fewer results than out_specs has entries.
+template <std::size_t Results, std::size_t OutSpecs, bool Ok>
+struct shard_map_results_must_match_out_specs {
+  static_assert(Ok,
+                "tessera::shard_map: the body returns a different number of results than out_specs has entries (the "
+                "two counts are the arguments of 'shard_map_results_must_match_out_specs<results, out_specs>' above); "
+                "return a std::tuple with one value per out_spec");
+  static constexpr bool value = true;
+};
+/// Fires when a body result is neither a number nor an xtensor expression of static rank.
+template <class Result, bool Ok>
+struct shard_map_result_must_be_a_block {
+  static_assert(Ok,
+                "tessera::shard_map: a result of the body must be a number or an xtensor expression whose rank is in "
+                "its type (xt::xtensor<T, N>, a block, or an expression of them); the type is the first argument of "
+                "'shard_map_result_must_be_a_block<result>' above");
+  static constexpr bool value = true;
+};
+}  // namespace diagnostic
+
+namespace detail {
+
+template <class T>
+struct is_std_tuple : std::false_type {};
+template <class... T>
+struct is_std_tuple<std::tuple<T...>> : std::true_type {};
+
+/// The results of a body as a tuple, whatever it returned.
+template <class R>
+auto results_as_tuple(R&& r) {
+  if constexpr (is_std_tuple<std::remove_cvref_t<R>>::value) return std::forward<R>(r);
+  else return std::tuple<std::remove_cvref_t<R>>(std::forward<R>(r));
+}
+
+/// A body result evaluated into memory the device owns (lazy expressions may point at the blocks).
+template <class V>
+auto own_result(V&& v) {
+  if constexpr (std::is_arithmetic_v<std::remove_cvref_t<V>>) {
+    auto t = xt::xtensor<std::remove_cvref_t<V>, 0>::from_shape(shape_t<0>{});
+    t() = v;
+    return t;
+  } else {
+    constexpr bool ok = xt::is_xexpression<std::decay_t<V>>::value && has_static_rank_v<V>;
+    static_assert(diagnostic::shard_map_result_must_be_a_block<std::remove_cvref_t<V>, ok>::value);
+    if constexpr (ok) {
+      using T = std::remove_cv_t<typename std::decay_t<V>::value_type>;
+      return xt::xtensor<T, static_rank_v<V>>(std::forward<V>(v));
+    }
+  }
+}
+
+/// The caller-visible error of a failed run: the devices that failed, not those whose
+/// collective was abandoned because of them.
+inline device_error without_abandoned(device_error const& e) {
+  std::vector<device_error::failure> kept;
+  for (auto const& f : e.failures()) {
+    try {
+      std::rethrow_exception(f.second);
+    } catch (collective_aborted const&) {
+    } catch (...) {
+      kept.push_back(f);
+    }
+  }
+  return kept.empty() ? e : device_error(std::move(kept));
+}
+
+template <class Spec>
+std::string spec_text() {
+  std::ostringstream os;
+  os << Spec{};
+  return os.str();
+}
+
+}  // namespace detail
+
+template <class F, mesh_type Mesh, class InSpecs, class OutSpecs>
+class shard_map_fn;
+
+/// The callable jax.shard_map(f, mesh=..., in_specs=..., out_specs=...) returns.
+template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out>
+class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
+  // Naming an axis the mesh lacks fails here, in named_sharding's words.
+  static_assert(((sizeof(named_sharding<Mesh, In>) > 0) && ...));
+  static_assert(((sizeof(named_sharding<Mesh, Out>) > 0) && ...));
+
+ public:
+  shard_map_fn(F f, Mesh mesh) : f_(std::move(f)), mesh_(std::move(mesh)) {}
+
+  /// Runs the body on every device of the mesh. Arguments are tessera arrays (resharded to
+  /// the in_specs when laid out otherwise) or host xtensor expressions (put with the in_specs).
+  /// Returns one array, or a std::tuple of arrays for several out_specs.
+  template <class... Args>
+  auto operator()(Args&&... args) const {
+    static_assert(diagnostic::shard_map_arguments_must_match_in_specs<sizeof...(Args), sizeof...(In),
+                                                                      sizeof...(Args) == sizeof...(In)>::value);
+    if constexpr (sizeof...(Args) == sizeof...(In)) {
+      return call(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+    }
+  }
+
+  /// The mesh the body runs over.
+  Mesh const& mesh() const { return mesh_; }
+
+ private:
+  template <class Spec, class Arg>
+  auto put(std::size_t index, Arg&& arg) const {
+    named_sharding<Mesh, Spec> const s(mesh_, Spec{});
+    auto a = [&] {
+      if constexpr (array_type<Arg>) {
+        using A = std::remove_cvref_t<Arg>;
+        using T = typename A::value_type;
+        constexpr std::size_t N = A::rank;
+        if constexpr (std::is_same_v<typename A::sharding_type, named_sharding<Mesh, Spec>>) {
+          if (arg.sharding() == s && arg.pool() == detail::current_pool()) return array<T, N, named_sharding<Mesh, Spec>>(arg);
+        }
+        return device_put(arg, s);
+      } else {
+        return device_put(std::forward<Arg>(arg), s);
+      }
+    }();
+    // JAX requires each sharded dimension to divide evenly; so does shard_map here.
+    for (std::size_t d = 0; d < Spec::size && d < decltype(a)::rank; ++d) {
+      std::size_t const k = s.num_shards(d);
+      if (a.shape()[d] % k != 0)
+        throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " has shape " +
+                                    detail::shape_string(a.shape()) + " and in_specs[" + std::to_string(index) +
+                                    "] = " + detail::spec_text<Spec>() + " splits dimension " + std::to_string(d) +
+                                    " over " + std::to_string(k) + " devices, but " + std::to_string(a.shape()[d]) +
+                                    " is not evenly divisible by " + std::to_string(k) + "; consider padding");
+    }
+    return a;
+  }
+
+  template <std::size_t... K, class... Args>
+  auto call(std::index_sequence<K...>, Args&&... args) const {
+    auto inputs = std::make_tuple(put<In>(K, std::forward<Args>(args))...);
+    return run(inputs, std::index_sequence<K...>{});
+  }
+
+  template <class Inputs, std::size_t... K>
+  auto run(Inputs const& inputs, std::index_sequence<K...>) const {
+    using R = decltype(detail::results_as_tuple(
+        f_(detail::make_local_block(std::get<K>(inputs).block_data(0), shape_t<std::tuple_element_t<K, Inputs>::rank>{})...)));
+    constexpr std::size_t n_results = std::tuple_size_v<R>;
+    static_assert(diagnostic::shard_map_results_must_match_out_specs<n_results, sizeof...(Out),
+                                                                     n_results == sizeof...(Out)>::value);
+    if constexpr (n_results == sizeof...(Out)) {
+      return run_checked<R>(inputs, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
+    }
+  }
+
+  template <class R, class Inputs, std::size_t... K, std::size_t... J>
+  auto run_checked(Inputs const& inputs, std::index_sequence<K...>, std::index_sequence<J...>) const {
+    using owned_t = std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>()))...>;
+    auto pool = detail::pool_for(named_sharding<Mesh, P<>>(mesh_, P<>{}), "shard_map");
+    std::size_t const n = mesh_.num_devices();
+    detail::team t(n, mesh_.device_ids());
+    std::vector<std::optional<owned_t>> results(n);
+    std::tuple<std::vector<device_buffer<typename std::tuple_element_t<J, owned_t>::value_type>>...> buffers;
+    (std::get<J>(buffers).resize(n), ...);
+    std::vector<std::string_view> names;
+    for (auto const& a : Mesh::axes) names.push_back(a.name.view());
+    std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
+
+    try {
+      pool->run(std::span<int const>(mesh_.device_ids()), [&](int d) {
+        std::size_t const pos = *mesh_.position_of(d);
+        detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>};
+        detail::frame_guard guard(fr);
+        try {
+          auto r = detail::results_as_tuple(f_(block_of<K>(std::get<K>(inputs), pos)...));
+          results[pos].emplace(detail::own_result(std::get<J>(std::move(r)))...);
+          // Each result moves into memory the device owns, written by this thread (first touch).
+          ((std::get<J>(buffers)[pos] = to_buffer(std::get<J>(*results[pos]), pool->memory(d))), ...);
+          detail::op_signature end;
+          end.seq = fr.seq;
+          end.describe = fr.describe;
+          t.enter(pos, end, nullptr, nullptr);
+        } catch (...) {
+          t.abort();
+          throw;
+        }
+      });
+    } catch (device_error const& e) {
+      throw detail::without_abandoned(e);
+    }
+    auto arrays = std::make_tuple(assemble<Out>(J, results, std::get<J>(buffers), pool,
+                                                [](owned_t const& o) -> auto const& { return std::get<J>(o); })...);
+    if constexpr (sizeof...(Out) == 1) return std::get<0>(std::move(arrays));
+    else return arrays;
+  }
+
+  template <std::size_t K, class A>
+  static auto block_of(A const& a, std::size_t pos) {
+    auto const b = a.sharding().block(pos, a.shape());
+    return detail::make_local_block(a.block_data(pos), detail::block_shape(b));
+  }
+
+  template <class T, std::size_t N>
+  static device_buffer<T> to_buffer(xt::xtensor<T, N> const& r, detail::device_memory& mem) {
+    device_buffer<T> buf(r.size(), device_buffer<T>::uninitialized, &mem);
+    if (r.size() != 0) std::memcpy(static_cast<void*>(buf.data()), r.data(), r.size() * sizeof(T));
+    return buf;
+  }
+
+  /// The output array of one out_spec from every device's result.
+  template <class Spec, class Results, class T, class Get>
+  auto assemble(std::size_t j, Results const& results, std::vector<device_buffer<T>>& buffers,
+                std::shared_ptr<detail::device_pool> const& pool, Get get) const {
+    using local_t = std::remove_cvref_t<decltype(get(*results[0]))>;
+    constexpr std::size_t N = local_t::rank;
+    static_assert(diagnostic::spec_must_not_be_longer_than_rank<Spec::size, N, (Spec::size <= N)>::value);
+    using S = named_sharding<Mesh, Spec>;
+    S const s(mesh_, Spec{});
+    std::size_t const n = results.size();
+    shape_t<N> local{};
+    for (std::size_t i = 0; i < N; ++i) local[i] = get(*results[0]).shape()[i];
+    for (std::size_t p = 1; p < n; ++p) {
+      shape_t<N> other{};
+      for (std::size_t i = 0; i < N; ++i) other[i] = get(*results[p]).shape()[i];
+      if (other != local)
+        throw std::invalid_argument("tessera::shard_map: result " + std::to_string(j) + " has shape " +
+                                    detail::shape_string(local) + " on device " + std::to_string(mesh_.device_ids()[0]) +
+                                    " but " + detail::shape_string(other) + " on device " +
+                                    std::to_string(mesh_.device_ids()[p]) + "; every device must return the same shape");
+    }
+    shape_t<N> global = local;
+    for (std::size_t i = 0; i < N; ++i) global[i] = local[i] * s.num_shards(i);
+#ifndef NDEBUG
+    check_replicas<Spec>(j, s, buffers, local);
+#endif
+    auto st = std::make_shared<detail::array_storage<T, N, S>>(
+        detail::array_storage<T, N, S>{s, global, pool, std::move(buffers)});
+    return array<T, N, S>(std::move(st));
+  }
+
+  /// Debug builds: an out_spec that leaves a mesh axis out promises equal blocks along it; check the promise.
+  template <class Spec, class S, class T, std::size_t N>
+  void check_replicas(std::size_t j, S const& s, std::vector<device_buffer<T>> const& buffers,
+                      shape_t<N> const& local) const {
+    std::size_t const n = buffers.size();
+    std::size_t const count = detail::element_count(local);
+    std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
+    for (std::size_t p = 0; p < n; ++p) {
+      if (s.replica_id(p) == 0) continue;
+      // The first copy: the same coordinates along the axes the spec uses, 0 along the others.
+      auto c = detail::coordinates(p, sizes);
+      std::string axes_left_out;
+      for (std::size_t a = 0; a < Mesh::rank; ++a)
+        if (!S::uses_axis(Mesh::axes[a].name)) {
+          if (c[a] != 0) axes_left_out += (axes_left_out.empty() ? "'" : ", '") + std::string(Mesh::axes[a].name.view()) + "'";
+          c[a] = 0;
+        }
+      std::size_t q = 0;
+      for (std::size_t a = 0; a < Mesh::rank; ++a) q = q * sizes[a] + c[a];
+      if (count != 0 && std::memcmp(buffers[p].data(), buffers[q].data(), count * sizeof(T)) != 0)
+        throw std::invalid_argument(
+            "tessera::shard_map: out_specs[" + std::to_string(j) + "] = " + detail::spec_text<Spec>() +
+            " promises the result is the same along mesh axes it does not name, but device " +
+            std::to_string(mesh_.device_ids()[p]) + "'s block differs from device " +
+            std::to_string(mesh_.device_ids()[q]) + "'s (they differ along " + axes_left_out +
+            "); reduce it over those axes (psum) or name them in the out_spec");
+    }
+  }
+
+  F f_;
+  Mesh mesh_;
+};
+
+/// jax.shard_map(f, mesh=mesh, in_specs=..., out_specs=...): f runs once per device on its blocks.
+template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out>
+auto shard_map(F&& f, Mesh const& mesh, in_specs_t<In...>, out_specs_t<Out...>) {
+  return shard_map_fn<std::decay_t<F>, Mesh, in_specs_t<In...>, out_specs_t<Out...>>(std::forward<F>(f), mesh);
+}
+
+}  // namespace tessera

@@ -1,0 +1,156 @@
+#pragma once
+// Where a device thread is inside a shard_map body: its team, its mesh
+// position, and the mesh's axes, so that `psum<"x">(v)` can find the devices
+// it reduces with. Set for the duration of the body on each device thread.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/core/fixed_string.hpp"
+#include "tessera/core/mesh.hpp"
+#include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/team.hpp"
+
+namespace tessera::detail {
+
+inline constexpr std::size_t max_mesh_axes = 16;  // axes in an op signature: 4 bits each
+
+/// The shard_map body a device thread is running.
+struct spmd_frame {
+  team* t = nullptr;
+  std::size_t pos = 0;                 // mesh position of this device
+  std::uint32_t seq = 0;               // collectives started so far (the signature's sequence number)
+  std::vector<std::string_view> axis_names;
+  std::vector<std::size_t> sizes;      // mesh axis sizes
+  std::string (*describe)(op_signature const&) = nullptr;
+};
+
+inline thread_local spmd_frame* current_frame = nullptr;
+
+/// The frame of the calling device thread; `what` names the call for the error outside a body.
+inline spmd_frame& frame_for(char const* what) {
+  if (current_frame == nullptr)
+    throw std::logic_error(std::string("tessera::") + what +
+                           " was called outside a shard_map body; collectives run on the devices of a shard_map");
+  return *current_frame;
+}
+
+/// Sets the frame for the lifetime of the guard.
+class frame_guard {
+ public:
+  explicit frame_guard(spmd_frame& f) : previous_(current_frame) { current_frame = &f; }
+  ~frame_guard() { current_frame = previous_; }
+  frame_guard(frame_guard const&) = delete;
+  frame_guard& operator=(frame_guard const&) = delete;
+
+ private:
+  spmd_frame* previous_;
+};
+
+inline std::string axes_text(std::vector<std::string_view> const& names) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", '" : "'") + std::string(names[i]) + "'";
+  return s + (names.size() == 1 ? ",)" : ")");
+}
+
+/// Mesh axis indices of `axes` (in the order given); throws naming an axis the mesh lacks or a repeat.
+template <std::size_t K>
+std::array<std::size_t, K> resolve_axes(spmd_frame const& f, std::array<axis_name, K> const& axes, char const* what) {
+  std::array<std::size_t, K> idx{};
+  for (std::size_t i = 0; i < K; ++i) {
+    std::size_t a = 0;
+    while (a < f.axis_names.size() && f.axis_names[a] != axes[i].view()) ++a;
+    if (a == f.axis_names.size())
+      throw std::invalid_argument(std::string("tessera::") + what + ": mesh axis '" + std::string(axes[i].view()) +
+                                  "' is not in the shard_map's mesh, whose axes are " + axes_text(f.axis_names));
+    for (std::size_t j = 0; j < i; ++j)
+      if (idx[j] == a)
+        throw std::invalid_argument(std::string("tessera::") + what + ": mesh axis '" +
+                                    std::string(axes[i].view()) + "' is named twice");
+    idx[i] = a;
+  }
+  return idx;
+}
+
+/// Coordinates of mesh position `pos`, row-major over `sizes`.
+inline std::vector<std::size_t> coordinates(std::size_t pos, std::vector<std::size_t> const& sizes) {
+  std::vector<std::size_t> c(sizes.size());
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    c[i] = pos % sizes[i];
+    pos /= sizes[i];
+  }
+  return c;
+}
+
+/// The devices that share this device's coordinates off `axes`, ranked row-major over `axes`
+/// in the order given (JAX's axis_index over several axes).
+template <std::size_t K>
+group group_of(spmd_frame const& f, std::array<std::size_t, K> const& axes) {
+  auto const mine = coordinates(f.pos, f.sizes);
+  std::size_t k = 1;
+  for (std::size_t a : axes) k *= f.sizes[a];
+  group g;
+  g.members.resize(k);
+  std::vector<std::size_t> c = mine;
+  for (std::size_t r = 0; r < k; ++r) {
+    std::size_t rest = r;
+    for (std::size_t i = K; i-- > 0;) {
+      c[axes[i]] = rest % f.sizes[axes[i]];
+      rest /= f.sizes[axes[i]];
+    }
+    std::size_t p = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) p = p * f.sizes[i] + c[i];
+    g.members[r] = p;
+  }
+  std::size_t rank = 0;
+  for (std::size_t i = 0; i < K; ++i) rank = rank * f.sizes[axes[i]] + mine[axes[i]];
+  g.rank = rank;
+  return g;
+}
+
+/// Packs the axes of a collective into a signature.
+template <std::size_t K>
+void sign_axes(op_signature& s, std::array<std::size_t, K> const& axes) {
+  for (std::size_t i = 0; i < K; ++i) {
+    s.axes |= std::uint64_t{1} << axes[i];
+    s.order |= static_cast<std::uint64_t>(axes[i]) << (4 * i);
+  }
+}
+
+/// Element type code for signatures: size, floating, signed, bool.
+template <class T>
+constexpr std::uint32_t dtype_code() {
+  return static_cast<std::uint32_t>(sizeof(T)) | (std::is_floating_point_v<T> ? 0x100u : 0u) |
+         (std::is_signed_v<T> ? 0x200u : 0u) | (std::is_same_v<T, bool> ? 0x400u : 0u);
+}
+
+/// Collective kinds, as signature codes; kind 0 is "the end of the body".
+enum class op_kind : std::uint32_t { end = 0, psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute };
+
+inline char const* op_name(std::uint32_t k) {
+  static constexpr char const* names[] = {"the end of the shard_map body", "psum", "pmax", "pmin", "pmean",
+                                          "all_gather", "psum_scatter", "all_to_all", "ppermute"};
+  return k < std::size(names) ? names[k] : "an unknown collective";
+}
+
+/// Text of a signature for error messages, with the mesh's axis names.
+template <class Mesh>
+std::string describe_op(op_signature const& s) {
+  std::string text = op_name(s.kind);
+  if (s.kind == 0) return text;
+  std::vector<std::string_view> names;
+  for (std::size_t i = 0; i < Mesh::rank && i < max_mesh_axes; ++i)
+    if (s.axes & (std::uint64_t{1} << i)) names.emplace_back();
+  std::size_t const n = names.size();
+  for (std::size_t i = 0; i < n; ++i) names[i] = Mesh::axes[(s.order >> (4 * i)) & 0xF].name.view();
+  return text + " over " + axes_text(names) + " of " + std::to_string(s.count) + " elements per device";
+}
+
+}  // namespace tessera::detail
