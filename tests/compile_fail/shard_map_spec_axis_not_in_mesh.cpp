@@ -1,0 +1,18 @@
+// An in_spec naming an axis the shard_map's mesh does not have.
+// EXPECT: the PartitionSpec names a mesh axis that is not in the mesh
+#include <tessera/tessera.hpp>
+
+int main() {
+  tessera::runtime rt{2};
+  auto mesh = tessera::make_mesh<"x">({2});
+  xt::xtensor<float, 1> v = {1, 2, 3, 4};
+#ifdef TESSERA_FIXED
+  auto f = tessera::shard_map([](auto a) { return tessera::psum<"x">(a); }, mesh, tessera::in_specs(tessera::P<"x">{}),
+                              tessera::out_specs(tessera::P<>{}));
+#else
+  auto f = tessera::shard_map([](auto a) { return tessera::psum<"x">(a); }, mesh, tessera::in_specs(tessera::P<"i">{}),
+                              tessera::out_specs(tessera::P<>{}));
+#endif
+  auto r = f(v);
+  return static_cast<int>(r.size()) - 2;
+}
