@@ -311,6 +311,22 @@ void all_to_all_raw(T const* data, std::vector<std::size_t> const& shape, std::s
   detail::all_to_all(*c.f.t, c.f.pos, c.g, c.sig, data, out, std::span<std::size_t const>(shape), split, concat);
 }
 
+/// all_to_all's argument checks: axes in range; the split dimension divisible by (tiled) or equal to the axis size.
+template <std::size_t N>
+void check_all_to_all(shape_t<N> const& shape, std::size_t split, std::size_t concat, std::size_t k, bool tiled_mode) {
+  if (split >= N || concat >= N)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split) + " and concat_axis " +
+                                std::to_string(concat) + " must be below the rank " + std::to_string(N));
+  if (tiled_mode && shape[split] % k != 0)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split) + " has size " +
+                                std::to_string(shape[split]) + ", which is not evenly divisible by the axis size " +
+                                std::to_string(k));
+  if (!tiled_mode && shape[split] != k)
+    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split) + " has size " +
+                                std::to_string(shape[split]) + " but must equal the axis size " + std::to_string(k) +
+                                " (or pass tessera::tiled)");
+}
+
 template <axis_name... A>
 std::size_t group_size(char const* what) {
   auto& f = frame_for(what);
@@ -331,20 +347,13 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t)
   auto in = detail::make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   std::size_t const k = detail::group_size<A...>("all_to_all");
-  if (split_axis >= N || concat_axis >= N)
-    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " and concat_axis " +
-                                std::to_string(concat_axis) + " must be below the rank " + std::to_string(N));
-  if (in.shape[split_axis] % k != 0)
-    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " has size " +
-                                std::to_string(in.shape[split_axis]) +
-                                ", which is not evenly divisible by the axis size " + std::to_string(k));
+  detail::check_all_to_all(in.shape, split_axis, concat_axis, k, true);
   shape_t<N> out_shape = in.shape;
   out_shape[split_axis] /= k;
   out_shape[concat_axis] *= k;
   auto out = xt::xtensor<T, N>::from_shape(out_shape);
   std::vector<std::size_t> const shape(in.shape.begin(), in.shape.end());
-  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis,
-                                     detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
+  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis, detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
   return out;
 }
 
@@ -359,13 +368,7 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   auto in = detail::make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   std::size_t const k = detail::group_size<A...>("all_to_all");
-  if (split_axis >= N || concat_axis >= N)
-    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " and concat_axis " +
-                                std::to_string(concat_axis) + " must be below the rank " + std::to_string(N));
-  if (in.shape[split_axis] != k)
-    throw std::invalid_argument("tessera::all_to_all: split_axis " + std::to_string(split_axis) + " has size " +
-                                std::to_string(in.shape[split_axis]) + " but must equal the axis size " +
-                                std::to_string(k) + " (or pass tessera::tiled)");
+  detail::check_all_to_all(in.shape, split_axis, concat_axis, k, false);
   // As JAX does it: a unit dimension is inserted for the chunks to land in, the tiled
   // exchange runs, and the split dimension (now of size 1) is dropped. Unit dimensions
   // do not move bytes, so only the shapes change.
