@@ -76,17 +76,10 @@ class device_pool {
       throw std::logic_error("tessera: a dispatch to the devices was started from device " +
                              std::to_string(this_device_thread.device) +
                              "'s own thread; per-device code must not start another dispatch on the same runtime");
-    std::vector<bool> listed(static_cast<std::size_t>(n_), false);
-    for (int d : devices) {
+    for (int d : devices)
       if (d < 0 || d >= n_)
         throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
                                 std::to_string(n_) + " devices");
-      // A device listed twice would be woken once and counted twice: the wait would never end.
-      if (listed[static_cast<std::size_t>(d)])
-        throw std::invalid_argument("tessera: device id " + std::to_string(d) +
-                                    " is listed twice in one dispatch; each device runs the task once");
-      listed[static_cast<std::size_t>(d)] = true;
-    }
     if (devices.empty()) return;
     std::lock_guard lock(dispatch_mutex_);  // one dispatch at a time per pool
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
@@ -95,6 +88,13 @@ class device_pool {
     remaining_.store(static_cast<int>(devices.size()), std::memory_order_relaxed);
     std::uint32_t const done_before = done_.load();
     for (int d : devices) {
+      // A device listed twice would be woken once and counted twice: the wait would never end.
+      // The `active` flags find it without an allocation on the dispatch path.
+      if (slots_[d].active) {
+        for (int e : devices) slots_[e].active = false;
+        throw std::invalid_argument("tessera: device id " + std::to_string(d) +
+                                    " is listed twice in one dispatch; each device runs the task once");
+      }
       slots_[d].error = nullptr;
       slots_[d].active = true;
     }
