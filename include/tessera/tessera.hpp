@@ -12,6 +12,7 @@
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/core/sharding.hpp"
 #include "tessera/core/single_device_sharding.hpp"
+#include "tessera/core/varying_axes.hpp"
 #include "tessera/core/slice.hpp"
 
 #include "tessera/runtime/device_buffer.hpp"
@@ -36,5 +37,6 @@
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/shard_map.hpp"
 #include "tessera/parallel/spmd_context.hpp"
+#include "tessera/parallel/vma_of.hpp"
 #include "tessera/debug/typeof.hpp"
 #include "tessera/debug/visualize_array_sharding.hpp"

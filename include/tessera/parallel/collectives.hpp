@@ -1,8 +1,12 @@
 #pragma once
 // The collectives a shard_map body calls (jax.lax.psum, all_gather, ...), over
 // one or several mesh axes: `psum<"x">(v)`, `all_gather<"x", "y">(v, 0)`.
-// Values are scalars or xtensor expressions of static rank; results are owned
-// by the calling device (a scalar, or an xt::xtensor).
+// Values are numbers or xtensor expressions of static rank. A result is a
+// tessera::local_block (read-only, owned by the calling device) or, for rank 0,
+// a tessera::local_scalar; its type says which mesh axes it varies over
+// (JAX's vma rules: psum, pmax, pmin, pmean and all_gather make it the same
+// along their axes; psum_scatter, all_to_all, ppermute and axis_index make it
+// vary along them).
 
 #include <array>
 #include <cstddef>
@@ -18,7 +22,10 @@
 #include "tessera/array/shape.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/fixed_string.hpp"
+#include "tessera/core/varying_axes.hpp"
+#include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
+#include "tessera/parallel/vma_of.hpp"
 #include "tessera/runtime/collectives.hpp"
 
 namespace tessera {
@@ -33,13 +40,23 @@ inline constexpr tiled_t tiled{};
 namespace detail {
 
 template <class V>
-inline constexpr bool is_scalar_value = std::is_arithmetic_v<std::remove_cvref_t<V>>;
+inline constexpr bool is_scalar_value =
+    std::is_arithmetic_v<std::remove_cvref_t<V>> || is_local_scalar<std::remove_cvref_t<V>>::value;
+
+template <class V>
+struct scalar_type {
+  using type = std::remove_cvref_t<V>;
+};
+template <class T, class Vma>
+struct scalar_type<local_scalar<T, Vma>> {
+  using type = T;
+};
 
 template <class V, class = void>
 struct value_traits;
 template <class V>
 struct value_traits<V, std::enable_if_t<is_scalar_value<V>>> {
-  using type = std::remove_cvref_t<V>;
+  using type = typename scalar_type<std::remove_cvref_t<V>>::type;
   static constexpr std::size_t rank = 0;
 };
 template <class V>
@@ -68,7 +85,7 @@ auto make_input(V&& v) {
   collective_input<T, N> in;
   if constexpr (is_scalar_value<V>) {
     in.storage = xt::xtensor<T, 0>::from_shape(shape_t<0>{});
-    in.storage() = static_cast<T>(v);
+    in.storage() = static_cast<T>(static_cast<typename scalar_type<std::remove_cvref_t<V>>::type>(v));
     in.data = in.storage.data();
   } else {
     using E = std::decay_t<V>;
@@ -87,11 +104,26 @@ auto make_input(V&& v) {
   return in;
 }
 
-/// A value of type T and rank N returned as JAX would: a scalar for rank 0.
-template <class T, std::size_t N>
+/// A collective's result as the calling device's value: a local_scalar for rank 0, else a local_block.
+template <class Vma, class T, std::size_t N>
 auto as_result(xt::xtensor<T, N>&& r) {
-  if constexpr (N == 0) return T(r());
-  else return std::move(r);
+  if constexpr (N == 0) return local_scalar<T, Vma>(T(r()));
+  else return own_as_block<Vma>(std::move(r));
+}
+
+/// The vma of a collective's result: the argument's, made the same along A (Reduce) or varying along A.
+template <class V, bool Reduce, axis_name... A>
+using result_vma = vma_type_t<Reduce ? reduced_over(vma_of<V>::value, make_axis_set<A...>())
+                                     : varied_over(vma_of<V>::value, make_axis_set<A...>())>;
+
+/// Compile-time: the collective's axes are in the mesh the argument's type knows (when it knows one).
+template <class V, axis_name... A>
+constexpr bool check_axes_in_mesh() {
+  constexpr axis_set mesh = vma_of<V>::value.mesh;
+  static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes of the collective, as in psum<\"x\">(v)");
+  return (diagnostic::collective_axis_must_be_in_mesh<A, typename vma_type<vma_of<V>::value>::mesh,
+                                                      mesh.size == 0 || mesh.contains(A)>::value &&
+          ...);
 }
 
 template <std::size_t N>
@@ -119,14 +151,9 @@ struct collective_call {
   std::size_t k() const { return g.size(); }
 };
 
-template <axis_name... A>
-constexpr void check_axes_given() {
-  static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes of the collective, as in psum<\"x\">(v)");
-}
-
+/// An all-reduce of v's elements, as an xt::xtensor of v's element type and shape.
 template <axis_name... A, class V>
 auto all_reduce_value(V&& v, op_kind kind, reduce_op op, char const* what) {
-  check_axes_given<A...>();
   auto in = make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
@@ -139,28 +166,39 @@ auto all_reduce_value(V&& v, op_kind kind, reduce_op op, char const* what) {
   return out;
 }
 
+template <axis_name... A>
+std::size_t group_size(char const* what) {
+  auto& f = frame_for(what);
+  std::size_t k = 1;
+  for (std::size_t a : resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)) k *= f.sizes[a];
+  return k;
+}
+
 }  // namespace detail
 
 /// jax.lax.psum(x, axes): the sum over the devices along the mesh axes, on every one of them.
 template <axis_name... A, class V>
 auto psum(V&& v) {
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   static_assert(!std::is_same_v<typename detail::value_traits<V>::type, bool>,
                 "tessera::psum of bool values: use pmax (any) or pmin (all)");
-  return detail::as_result(
+  return detail::as_result<detail::result_vma<V, true, A...>>(
       detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::psum, detail::reduce_op::sum, "psum"));
 }
 
 /// jax.lax.pmax(x, axes): the element-wise maximum over the devices along the mesh axes.
 template <axis_name... A, class V>
 auto pmax(V&& v) {
-  return detail::as_result(
+  static_assert(detail::check_axes_in_mesh<V, A...>());
+  return detail::as_result<detail::result_vma<V, true, A...>>(
       detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmax, detail::reduce_op::max, "pmax"));
 }
 
 /// jax.lax.pmin(x, axes): the element-wise minimum over the devices along the mesh axes.
 template <axis_name... A, class V>
 auto pmin(V&& v) {
-  return detail::as_result(
+  static_assert(detail::check_axes_in_mesh<V, A...>());
+  return detail::as_result<detail::result_vma<V, true, A...>>(
       detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmin, detail::reduce_op::min, "pmin"));
 }
 
@@ -168,93 +206,90 @@ auto pmin(V&& v) {
 /// (float for 32-bit and smaller, double for 64-bit).
 template <axis_name... A, class V>
 auto pmean(V&& v) {
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   using T = typename detail::value_traits<V>::type;
   static_assert(!std::is_same_v<T, bool>, "tessera::pmean of bool values: convert to a number first");
   using R = std::conditional_t<std::is_floating_point_v<T>, T, std::conditional_t<(sizeof(T) > 4), double, float>>;
+  using Vma = detail::result_vma<V, true, A...>;
+  std::size_t const k = detail::group_size<A...>("pmean");
   if constexpr (std::is_floating_point_v<T>) {
     auto s = detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmean, detail::reduce_op::sum, "pmean");
-    std::size_t k = 1;
-    auto& f = detail::frame_for("pmean");
-    for (std::size_t a : detail::resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, "pmean")) k *= f.sizes[a];
     s /= static_cast<R>(k);
-    return detail::as_result(std::move(s));
+    return detail::as_result<Vma>(std::move(s));
   } else {
     // Converted before the sum, so the sum cannot wrap around in the integer type.
     auto in = detail::make_input(std::forward<V>(v));
     constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
     xt::xtensor<R, N> wide = xt::xtensor<R, N>::from_shape(in.shape);
     std::copy(in.data, in.data + in.count(), wide.data());
-    return pmean<A...>(std::move(wide));
+    auto s = detail::all_reduce_value<A...>(std::move(wide), detail::op_kind::pmean, detail::reduce_op::sum, "pmean");
+    s /= static_cast<R>(k);
+    return detail::as_result<Vma>(std::move(s));
   }
 }
 
+namespace detail {
+/// all_gather into `out` (k blocks of in.shape, in device order along dimension `axis`).
+template <axis_name... A, class In, class T>
+void gather_into(In const& in, std::size_t axis, T* out) {
+  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+  collective_call<A...> c("all_gather", op_kind::all_gather);
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape, axis);
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
+  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out, outer, inner);
+}
+}  // namespace detail
+
 /// jax.lax.all_gather(x, axes, axis=axis): every device's x stacked along a new dimension `axis`.
+/// The result is the same on every device along the axes (JAX's all_gather_invariant; JAX's
+/// all_gather types it as varying only because of how it differentiates).
 template <axis_name... A, class V>
 auto all_gather(V&& v, std::size_t axis = 0) {
-  detail::check_axes_given<A...>();
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   auto in = detail::make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
   if (axis > N)
     throw std::invalid_argument("tessera::all_gather: axis " + std::to_string(axis) + " is out of range for a rank-" +
                                 std::to_string(N) + " value (0 to " + std::to_string(N) + ")");
-  detail::collective_call<A...> c("all_gather", detail::op_kind::all_gather);
-  c.sig.count = in.count();
-  c.sig.dtype = detail::dtype_code<T>();
-  c.sig.param = detail::hash_shape(in.shape, axis);
+  std::size_t const k = detail::group_size<A...>("all_gather");
   shape_t<N + 1> out_shape{};
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0, j = 0; i <= N; ++i) {
-    if (i == axis) out_shape[i] = c.k();
-    else out_shape[i] = in.shape[j++];
-  }
-  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
-  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? k : in.shape[j++];
   auto out = xt::xtensor<T, N + 1>::from_shape(out_shape);
-  detail::all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
-  return out;
+  detail::gather_into<A...>(in, axis, out.data());
+  return detail::as_result<detail::result_vma<V, true, A...>>(std::move(out));
 }
 
 /// jax.lax.all_gather(x, axes, axis=axis, tiled=True): every device's x concatenated along `axis`.
 template <axis_name... A, class V>
 auto all_gather(V&& v, std::size_t axis, tiled_t) {
-  using T = typename detail::value_traits<V>::type;
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   constexpr std::size_t N = detail::value_traits<V>::rank;
   static_assert(N >= 1, "tessera::all_gather(x, axis, tiled): a scalar has no dimension to concatenate along");
+  auto in = detail::make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   if (axis >= N)
     throw std::invalid_argument("tessera::all_gather(tiled): axis " + std::to_string(axis) +
                                 " is out of range for a rank-" + std::to_string(N) + " value");
-  auto stacked = all_gather<A...>(std::forward<V>(v), axis);
-  shape_t<N> shape{};
-  for (std::size_t i = 0, j = 0; i <= N; ++i) {
-    if (i == axis) continue;
-    shape[j++] = stacked.shape()[i];
-  }
-  shape[axis] *= stacked.shape()[axis];
   // The stacked and concatenated layouts have the same bytes.
-  xt::xtensor<T, N> out = xt::xtensor<T, N>::from_shape(shape);
-  std::copy(stacked.data(), stacked.data() + stacked.size(), out.data());
-  return out;
+  shape_t<N> out_shape = in.shape;
+  out_shape[axis] *= detail::group_size<A...>("all_gather");
+  auto out = xt::xtensor<T, N>::from_shape(out_shape);
+  detail::gather_into<A...>(in, axis, out.data());
+  return detail::as_result<detail::result_vma<V, true, A...>>(std::move(out));
 }
 
 namespace detail {
-template <axis_name... A, class In>
-auto scatter_sum(In const& in, std::size_t dim, bool tiled_mode, char const* what) {
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+/// psum_scatter's sum: device i keeps the i-th of k chunks of dimension `dim`, written to `out`.
+template <axis_name... A, class In, class T>
+void scatter_sum_into(In const& in, std::size_t dim, bool tiled_mode, char const* what, T* out) {
   constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
   collective_call<A...> c(what, op_kind::psum_scatter);
   std::size_t const k = c.k();
-  if (dim >= N)
-    throw std::invalid_argument(std::string("tessera::") + what + ": scatter_dimension " + std::to_string(dim) +
-                                " is out of range for a rank-" + std::to_string(N) + " value");
-  if (!tiled_mode && in.shape[dim] != k)
-    throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(dim) +
-                                " has size " + std::to_string(in.shape[dim]) + " but must equal the axis size " +
-                                std::to_string(k) + " (or pass tessera::tiled to divide it)");
-  if (tiled_mode && in.shape[dim] % k != 0)
-    throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(dim) +
-                                " has size " + std::to_string(in.shape[dim]) +
-                                ", which is not evenly divisible by the axis size " + std::to_string(k));
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, dim * 2 + (tiled_mode ? 1 : 0));
@@ -262,11 +297,23 @@ auto scatter_sum(In const& in, std::size_t dim, bool tiled_mode, char const* wha
   for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
   for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
   std::size_t const chunk = in.shape[dim] / k * inner;
-  shape_t<N> out_shape = in.shape;
-  out_shape[dim] /= k;
-  auto out = xt::xtensor<T, N>::from_shape(out_shape);
-  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, chunk);
-  return out;
+  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out, outer, chunk);
+}
+
+/// psum_scatter's argument checks, in the caller's words.
+template <std::size_t N>
+void check_scatter(shape_t<N> const& shape, std::size_t dim, std::size_t k, bool tiled_mode) {
+  if (dim >= N)
+    throw std::invalid_argument("tessera::psum_scatter: scatter_dimension " + std::to_string(dim) +
+                                " is out of range for a rank-" + std::to_string(N) + " value");
+  if (!tiled_mode && shape[dim] != k)
+    throw std::invalid_argument("tessera::psum_scatter: dimension " + std::to_string(dim) + " has size " +
+                                std::to_string(shape[dim]) + " but must equal the axis size " + std::to_string(k) +
+                                " (or pass tessera::tiled to divide it)");
+  if (tiled_mode && shape[dim] % k != 0)
+    throw std::invalid_argument("tessera::psum_scatter: dimension " + std::to_string(dim) + " has size " +
+                                std::to_string(shape[dim]) + ", which is not evenly divisible by the axis size " +
+                                std::to_string(k));
 }
 }  // namespace detail
 
@@ -274,28 +321,37 @@ auto scatter_sum(In const& in, std::size_t dim, bool tiled_mode, char const* wha
 /// index i of dimension `dim` (whose size must be the axis size); that dimension is removed.
 template <axis_name... A, class V>
 auto psum_scatter(V&& v, std::size_t dim = 0) {
-  detail::check_axes_given<A...>();
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   constexpr std::size_t N = detail::value_traits<V>::rank;
   static_assert(N >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
   auto in = detail::make_input(std::forward<V>(v));
-  auto summed = detail::scatter_sum<A...>(in, dim, false, "psum_scatter");
-  using T = typename decltype(summed)::value_type;
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  detail::check_scatter(in.shape, dim, detail::group_size<A...>("psum_scatter"), false);
+  // Index i of a dimension of size k is one chunk: the same bytes as the result without that dimension.
   shape_t<N - 1> shape{};
   for (std::size_t i = 0, j = 0; i < N; ++i)
-    if (i != dim) shape[j++] = summed.shape()[i];
-  xt::xtensor<T, N - 1> out = xt::xtensor<T, N - 1>::from_shape(shape);
-  std::copy(summed.data(), summed.data() + summed.size(), out.data());
-  return detail::as_result(std::move(out));
+    if (i != dim) shape[j++] = in.shape[i];
+  auto out = xt::xtensor<T, N - 1>::from_shape(shape);
+  detail::scatter_sum_into<A...>(in, dim, false, "psum_scatter", out.data());
+  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 
 /// jax.lax.psum_scatter(x, axes, scatter_dimension=dim, tiled=True): the sum, where device i
 /// keeps the i-th of k equal chunks of dimension `dim`.
 template <axis_name... A, class V>
 auto psum_scatter(V&& v, std::size_t dim, tiled_t) {
-  detail::check_axes_given<A...>();
-  static_assert(detail::value_traits<V>::rank >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
+  static_assert(detail::check_axes_in_mesh<V, A...>());
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
   auto in = detail::make_input(std::forward<V>(v));
-  return detail::scatter_sum<A...>(in, dim, true, "psum_scatter");
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  std::size_t const k = detail::group_size<A...>("psum_scatter");
+  detail::check_scatter(in.shape, dim, k, true);
+  shape_t<N> shape = in.shape;
+  shape[dim] /= k;
+  auto out = xt::xtensor<T, N>::from_shape(shape);
+  detail::scatter_sum_into<A...>(in, dim, true, "psum_scatter", out.data());
+  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 
 namespace detail {
@@ -326,14 +382,6 @@ void check_all_to_all(shape_t<N> const& shape, std::size_t split, std::size_t co
                                 std::to_string(shape[split]) + " but must equal the axis size " + std::to_string(k) +
                                 " (or pass tessera::tiled)");
 }
-
-template <axis_name... A>
-std::size_t group_size(char const* what) {
-  auto& f = frame_for(what);
-  std::size_t k = 1;
-  for (std::size_t a : resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)) k *= f.sizes[a];
-  return k;
-}
 }  // namespace detail
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis, tiled=True): dimension `split_axis` is cut
@@ -341,7 +389,7 @@ std::size_t group_size(char const* what) {
 /// along `concat_axis` in device order.
 template <axis_name... A, class V>
 auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t) {
-  detail::check_axes_given<A...>();
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   constexpr std::size_t N = detail::value_traits<V>::rank;
   static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
   auto in = detail::make_input(std::forward<V>(v));
@@ -353,8 +401,9 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t)
   out_shape[concat_axis] *= k;
   auto out = xt::xtensor<T, N>::from_shape(out_shape);
   std::vector<std::size_t> const shape(in.shape.begin(), in.shape.end());
-  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis, detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
-  return out;
+  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis,
+                               detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
+  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis): dimension `split_axis` (whose size is the
@@ -362,7 +411,7 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t)
 /// device, appears at `concat_axis` of the result.
 template <axis_name... A, class V>
 auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
-  detail::check_axes_given<A...>();
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   constexpr std::size_t N = detail::value_traits<V>::rank;
   static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
   auto in = detail::make_input(std::forward<V>(v));
@@ -391,15 +440,15 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   }
   auto out = xt::xtensor<T, N>::from_shape(out_shape);
   detail::all_to_all_raw<A...>(in.data, shape, split, concat,
-                                     detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2), out.data());
-  return out;
+                               detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2), out.data());
+  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 
 /// jax.lax.ppermute(x, axes, perm): device `dst` receives the x of device `src` for each
 /// (src, dst) pair (indices along the axes); a device that receives nothing gets zeros.
 template <axis_name... A, class V>
 auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
-  detail::check_axes_given<A...>();
+  static_assert(detail::check_axes_in_mesh<V, A...>());
   auto in = detail::make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
@@ -424,25 +473,26 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
   c.sig.param = h;
   auto out = xt::xtensor<T, N>::from_shape(in.shape);
   detail::permute(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), source);
-  return detail::as_result(std::move(out));
+  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 
-/// jax.lax.axis_index(axes): this device's index along the mesh axes (row-major over several).
+/// jax.lax.axis_index(axes): this device's index along the mesh axes (row-major over several);
+/// a number that varies over them.
 template <axis_name... A>
-int axis_index() {
-  detail::check_axes_given<A...>();
+auto axis_index() {
+  static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes, as in axis_index<\"x\">()");
   auto& f = detail::frame_for("axis_index");
   auto const axes = detail::resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, "axis_index");
   auto const mine = detail::coordinates(f.pos, f.sizes);
   std::size_t r = 0;
   for (std::size_t a : axes) r = r * f.sizes[a] + mine[a];
-  return static_cast<int>(r);
+  return local_scalar<int, vma<in_mesh<>, varying<A...>>>(static_cast<int>(r));
 }
 
 /// jax.lax.axis_size(axes) (psum(1, axes) in older JAX): the number of devices along the mesh axes.
 template <axis_name... A>
 int axis_size() {
-  detail::check_axes_given<A...>();
+  static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes, as in axis_size<\"x\">()");
   return static_cast<int>(detail::group_size<A...>("axis_size"));
 }
 

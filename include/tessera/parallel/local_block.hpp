@@ -1,15 +1,19 @@
 #pragma once
-// What shard_map's body receives: one device's block as a read-only xtensor
-// expression over the device's buffer (no copy).
+// The per-device values of a shard_map body: a device's block of an argument,
+// and what the collectives return. Both are read-only xtensor expressions
+// whose type carries `vma<...>`, the mesh axes the value varies over
+// (core/varying_axes.hpp), so shard_map can check out_specs when compiling.
 //
 // xtensor keeps an lvalue operand of a lazy expression by reference, so
 // `[](auto blk) { return 2 * xt::sin(blk) + 1; }` would return an expression
-// that points at the by-value parameter after the lambda returned. The block
-// type has its own allocator tag so that xtensor can be told to hold it by
-// value (it is a pointer and a shape), which makes that lambda safe.
+// that points at the by-value parameter after the lambda returned. A block is
+// a pointer, a shape and (for collective results) a shared owner, so xtensor
+// is told to hold it by value, which makes that lambda safe.
 
 #include <cstddef>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xbuffer_adaptor.hpp>
@@ -17,52 +21,88 @@
 #include <xtensor/xtensor.hpp>
 
 #include "tessera/array/shape.hpp"
+#include "tessera/core/varying_axes.hpp"
 
 namespace tessera {
 namespace detail {
-/// std::allocator under another name: only marks the buffer as a tessera block.
-template <class T>
-struct block_allocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = block_allocator<U>;
-  };
-  block_allocator() = default;
-  template <class U>
-  block_allocator(block_allocator<U> const&) noexcept {}  // NOLINT: allocator conversion
+/// Keeps a block's memory alive (collective results own theirs; argument blocks do not) and
+/// carries the vma in the block's type. xtensor calls it the buffer's "destructor".
+template <class Vma>
+struct block_owner {
+  std::shared_ptr<void const> memory;
+  void operator()() const noexcept {}  // xtensor takes a buffer "destructor" to be a callable
 };
 }  // namespace detail
 
-/// A device's block inside shard_map (JAX's per-device `x` in the body): read-only, row-major, rank N.
-template <class T, std::size_t N>
-using local_block = xt::xtensor_adaptor<xt::xbuffer_adaptor<T const*, xt::no_ownership, detail::block_allocator<T>>, N,
+/// A device's block inside shard_map (JAX's per-device `x` in the body), or a collective's
+/// result: read-only, row-major, rank N, varying over the mesh axes `Vma` names.
+template <class T, std::size_t N, class Vma = detail::untracked_vma>
+using local_block = xt::xtensor_adaptor<xt::xbuffer_adaptor<T const*, xt::no_ownership, detail::block_owner<Vma>>, N,
                                         xt::layout_type::row_major, xt::xtensor_expression_tag>;
 
+/// A number a collective returned (JAX: a 0-d array), with the mesh axes it varies over in its type.
+/// Converts to T, so it works wherever the number does.
+template <class T, class Vma>
+class local_scalar {
+ public:
+  using value_type = T;
+  using vma_type = Vma;
+  constexpr explicit local_scalar(T v) : value_(v) {}
+  constexpr operator T() const { return value_; }  // NOLINT: used as the number it is
+  /// The number.
+  constexpr T value() const { return value_; }
+
+ private:
+  T value_;
+};
+
 namespace detail {
-template <class T, std::size_t N>
-local_block<T, N> make_local_block(T const* data, shape_t<N> const& shape) {
-  using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_allocator<T>>;
-  return local_block<T, N>(buffer(data, element_count(shape)), shape);
+template <class T>
+struct is_local_block : std::false_type {};
+template <class T, std::size_t N, class Vma>
+struct is_local_block<local_block<T, N, Vma>> : std::true_type {};
+
+template <class T>
+struct is_local_scalar : std::false_type {};
+template <class T, class Vma>
+struct is_local_scalar<local_scalar<T, Vma>> : std::true_type {};
+
+/// A view of memory someone else keeps alive (an argument's block).
+template <class Vma, class T, std::size_t N>
+local_block<T, N, Vma> make_local_block(T const* data, shape_t<N> const& shape) {
+  using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
+  return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{}), shape);
+}
+
+/// A block that owns `t` (a collective's result).
+template <class Vma, class T, std::size_t N>
+local_block<T, N, Vma> own_as_block(xt::xtensor<T, N>&& t) {
+  auto holder = std::make_shared<xt::xtensor<T, N>>(std::move(t));
+  shape_t<N> shape{};
+  for (std::size_t i = 0; i < N; ++i) shape[i] = holder->shape()[i];
+  T const* data = holder->data();
+  using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
+  return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{std::move(holder)}), shape);
 }
 }  // namespace detail
 }  // namespace tessera
 
 namespace xt {
 // Lazy expressions hold a tessera block by value (see the top of this file).
-template <class T, std::size_t N>
-struct xclosure<tessera::local_block<T, N>&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N>;
+template <class T, std::size_t N, class Vma>
+struct xclosure<tessera::local_block<T, N, Vma>&, std::enable_if_t<true>> {
+  using type = tessera::local_block<T, N, Vma>;
 };
-template <class T, std::size_t N>
-struct xclosure<tessera::local_block<T, N> const&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N>;
+template <class T, std::size_t N, class Vma>
+struct xclosure<tessera::local_block<T, N, Vma> const&, std::enable_if_t<true>> {
+  using type = tessera::local_block<T, N, Vma>;
 };
-template <class T, std::size_t N>
-struct const_xclosure<tessera::local_block<T, N>&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N>;
+template <class T, std::size_t N, class Vma>
+struct const_xclosure<tessera::local_block<T, N, Vma>&, std::enable_if_t<true>> {
+  using type = tessera::local_block<T, N, Vma>;
 };
-template <class T, std::size_t N>
-struct const_xclosure<tessera::local_block<T, N> const&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N>;
+template <class T, std::size_t N, class Vma>
+struct const_xclosure<tessera::local_block<T, N, Vma> const&, std::enable_if_t<true>> {
+  using type = tessera::local_block<T, N, Vma>;
 };
 }  // namespace xt

@@ -23,9 +23,11 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/named_sharding.hpp"
+#include "tessera/core/varying_axes.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
+#include "tessera/parallel/vma_of.hpp"
 #include "tessera/runtime/team.hpp"
 
 namespace tessera {
@@ -51,6 +53,14 @@ template <partition_spec_type... S>
 constexpr out_specs_t<std::remove_cvref_t<S>...> out_specs(S const&...) {
   return {};
 }
+
+/// JAX's `check_vma=False`: skip the compile-time check that out_specs match what the results
+/// vary over (debug builds still compare the copies an out_spec promises are equal).
+struct no_check_vma_t {
+  explicit constexpr no_check_vma_t() = default;
+};
+/// Pass as shard_map's last argument for JAX's `check_vma=False`.
+inline constexpr no_check_vma_t no_check_vma{};
 
 namespace diagnostic {
 /// Fires when a shard_map'd function is called with more or fewer arguments than in_specs has entries.
@@ -99,9 +109,10 @@ auto results_as_tuple(R&& r) {
 /// A body result evaluated into memory the device owns (lazy expressions may point at the blocks).
 template <class V>
 auto own_result(V&& v) {
-  if constexpr (std::is_arithmetic_v<std::remove_cvref_t<V>>) {
-    auto t = xt::xtensor<std::remove_cvref_t<V>, 0>::from_shape(shape_t<0>{});
-    t() = v;
+  if constexpr (is_scalar_value<V>) {
+    using T = typename scalar_type<std::remove_cvref_t<V>>::type;
+    auto t = xt::xtensor<T, 0>::from_shape(shape_t<0>{});
+    t() = static_cast<T>(v);
     return t;
   } else {
     constexpr bool ok = xt::is_xexpression<std::decay_t<V>>::value && has_static_rank_v<V>;
@@ -128,6 +139,40 @@ inline device_error without_abandoned(device_error const& e) {
   return kept.empty() ? e : device_error(std::move(kept));
 }
 
+/// The mesh axes a spec shards over.
+template <class Spec>
+constexpr axis_set spec_axes() {
+  axis_set s;
+  for (auto const& d : Spec::dims)
+    for (std::size_t a = 0; a < d.count; ++a) s.add(d.axes[a]);
+  return s;
+}
+
+template <class Mesh>
+constexpr axis_set mesh_axes() {
+  axis_set s;
+  for (auto const& a : Mesh::axes) s.add(a.name);
+  return s;
+}
+
+/// The type of the body's block of an argument laid out by `Spec`: it varies over the spec's axes.
+template <class Mesh, class Spec>
+using block_vma = vma_type_t<vma_state{mesh_axes<Mesh>(), spec_axes<Spec>(), false, {}}>;
+
+/// Compile time: the body's result `J` (of type R) varies only over axes its out_spec names,
+/// untracked parts counting as varying over the axes the in_specs use.
+template <std::size_t J, class R, class OutSpec, class... In>
+constexpr bool check_result_vma() {
+  constexpr axis_set inputs = [] {
+    axis_set s;
+    ((s = s.joined(spec_axes<In>())), ...);
+    return s;
+  }();
+  constexpr axis_set varies = resolve(vma_of<R>::value, inputs);
+  constexpr axis_name bad = first_outside(varies, spec_axes<OutSpec>());
+  return diagnostic::out_spec_must_name_every_axis_the_result_varies_over<J, bad, OutSpec, bad.empty()>::value;
+}
+
 template <class Spec>
 std::string spec_text() {
   std::ostringstream os;
@@ -137,12 +182,12 @@ std::string spec_text() {
 
 }  // namespace detail
 
-template <class F, mesh_type Mesh, class InSpecs, class OutSpecs>
+template <class F, mesh_type Mesh, class InSpecs, class OutSpecs, bool CheckVma = true>
 class shard_map_fn;
 
 /// The callable jax.shard_map(f, mesh=..., in_specs=..., out_specs=...) returns.
-template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out>
-class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
+template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out, bool CheckVma>
+class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
   // Naming an axis the mesh lacks fails here, in named_sharding's words.
   static_assert(((sizeof(named_sharding<Mesh, In>) > 0) && ...));
   static_assert(((sizeof(named_sharding<Mesh, Out>) > 0) && ...));
@@ -203,12 +248,12 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
 
   template <class Inputs, std::size_t... K>
   auto run(Inputs const& inputs, std::index_sequence<K...>) const {
-    using R = decltype(detail::results_as_tuple(
-        f_(detail::make_local_block(std::get<K>(inputs).block_data(0), shape_t<std::tuple_element_t<K, Inputs>::rank>{})...)));
+    using R = decltype(detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), 0)...)));
     constexpr std::size_t n_results = std::tuple_size_v<R>;
     static_assert(diagnostic::shard_map_results_must_match_out_specs<n_results, sizeof...(Out),
                                                                      n_results == sizeof...(Out)>::value);
     if constexpr (n_results == sizeof...(Out)) {
+      if constexpr (CheckVma) check_vma<R>(std::make_index_sequence<sizeof...(Out)>{});
       return run_checked<R>(inputs, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
     }
   }
@@ -232,7 +277,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
         detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>};
         detail::frame_guard guard(fr);
         try {
-          auto r = detail::results_as_tuple(f_(block_of<K>(std::get<K>(inputs), pos)...));
+          auto r = detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), pos)...));
           results[pos].emplace(detail::own_result(std::get<J>(std::move(r)))...);
           // Each result moves into memory the device owns, written by this thread (first touch).
           ((std::get<J>(buffers)[pos] = to_buffer(std::get<J>(*results[pos]), pool->memory(d))), ...);
@@ -254,10 +299,15 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
     else return arrays;
   }
 
-  template <std::size_t K, class A>
+  template <class R, std::size_t... J>
+  static constexpr void check_vma(std::index_sequence<J...>) {
+    static_assert((detail::check_result_vma<J, std::tuple_element_t<J, R>, Out, In...>() && ...));
+  }
+
+  template <class Spec, class A>
   static auto block_of(A const& a, std::size_t pos) {
     auto const b = a.sharding().block(pos, a.shape());
-    return detail::make_local_block(a.block_data(pos), detail::block_shape(b));
+    return detail::make_local_block<detail::block_vma<Mesh, Spec>>(a.block_data(pos), detail::block_shape(b));
   }
 
   template <class T, std::size_t N>
@@ -332,9 +382,16 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>> {
 };
 
 /// jax.shard_map(f, mesh=mesh, in_specs=..., out_specs=...): f runs once per device on its blocks.
+/// Each out_spec is checked at compile time against the mesh axes its result varies over.
 template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out>
 auto shard_map(F&& f, Mesh const& mesh, in_specs_t<In...>, out_specs_t<Out...>) {
   return shard_map_fn<std::decay_t<F>, Mesh, in_specs_t<In...>, out_specs_t<Out...>>(std::forward<F>(f), mesh);
+}
+
+/// jax.shard_map(f, ..., check_vma=False): the out_specs are trusted, not checked at compile time.
+template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out>
+auto shard_map(F&& f, Mesh const& mesh, in_specs_t<In...>, out_specs_t<Out...>, no_check_vma_t) {
+  return shard_map_fn<std::decay_t<F>, Mesh, in_specs_t<In...>, out_specs_t<Out...>, false>(std::forward<F>(f), mesh);
 }
 
 }  // namespace tessera
