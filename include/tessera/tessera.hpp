@@ -37,6 +37,7 @@
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/shard_map.hpp"
 #include "tessera/parallel/spmd_context.hpp"
+#include "tessera/parallel/typeof_local.hpp"
 #include "tessera/parallel/vma_of.hpp"
 #include "tessera/debug/typeof.hpp"
 #include "tessera/debug/visualize_array_sharding.hpp"

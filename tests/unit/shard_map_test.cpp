@@ -613,3 +613,73 @@ TEST_CASE("soak: thousands of back-to-back collectives", "[shard_map][soak]") {
   // 500 swaps along 'y' (an even number) leave every block where it started.
   CHECK(same_array(r, x));
 }
+
+TEST_CASE("the mesh axes a value varies over are in its type, through expressions and collectives", "[shard_map][vma]") {
+  runtime rt{8};
+  auto const m = tessera::make_mesh<"x", "y">({2, 4});
+  std::vector<std::string> seen;
+  auto f = tessera::shard_map(
+      [&seen](auto a, auto b) {
+        using tessera::type_of;
+        auto const psum_x = tessera::psum<"x">(a);
+        std::vector<std::string> t{
+            type_of(a),                                                   // 0
+            type_of(b),                                                   // 1
+            type_of(2.0f * a + 1.0f),                                     // 2: literals are the same everywhere
+            type_of(a + b),                                               // 3: broadcast joins the axes
+            type_of(psum_x),                                              // 4
+            type_of(tessera::psum<"y">(a)),                               // 5: reducing an invariant axis
+            type_of(tessera::psum<"x">(a + b)),                           // 6
+            type_of(tessera::all_gather<"x">(a, 0, tessera::tiled)),      // 7
+            type_of(tessera::ppermute<"y">(psum_x, {{0, 1}, {1, 0}})),    // 8: varies again
+            type_of(tessera::psum_scatter<"y">(a, 1, tessera::tiled)),    // 9
+            type_of(tessera::all_to_all<"x">(psum_x, 0, 1, tessera::tiled)),  // 10
+            type_of(tessera::axis_index<"y">()),                          // 11
+            type_of(tessera::psum<"x">(xt::sum(a)())),                    // 12: a plain number went in
+            type_of(xt::xtensor<float, 2>(a)),                            // 13: a plain container
+            type_of(xt::transpose(a)),                                    // 14
+            type_of(xt::sum(a, {1})),                                     // 15
+            type_of(xt::view(a, 0, xt::all())),                           // 16
+            type_of(xt::zeros<float>({3})),                               // 17
+            type_of(tessera::psum<"x">(xt::xtensor<float, 2>(a))),        // 18
+            type_of(tessera::pmean<"x", "y">(a + b)),                     // 19
+            type_of(psum_x * tessera::axis_index<"x">()),                 // 20: a tessera scalar in an expression
+        };
+        if (tessera::axis_index<"x">() == 0 && tessera::axis_index<"y">() == 0) seen = t;
+        return a;
+      },
+      m, tessera::in_specs(P<"x">{}, P<"y">{}), tessera::out_specs(P<"x">{}));
+  xt::xtensor<float, 2> const a = xt::reshape_view(xt::arange<float>(32.0f), {4, 8});
+  auto const r = f(a, xt::xtensor<float, 1>(xt::arange<float>(32.0f)));
+  CHECK(same_array(tessera::to_host(r), a));
+  std::vector<std::string> const want{
+      "float32[2,8]{x}", "float32[8]{y}",   "float32[2,8]{x}",   "float32[2,8]{x,y}", "float32[2,8]{}",
+      "float32[2,8]{x}", "float32[2,8]{y}", "float32[4,8]{}",    "float32[2,8]{y}",   "float32[2,2]{x,y}",
+      "float32[1,16]{x}", "int32[]{y}",     "float32[]{?-x}",    "float32[2,8]",      "float32[8,2]{x}",
+      "float32[2]{x}",   "float32[8]{x}",   "float32[3]",        "float32[2,8]{?-x}", "float32[2,8]{}",
+      "float32[2,8]{x}"};
+  REQUIRE(seen.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("value " << i);
+    CHECK(seen[i] == want[i]);
+  }
+}
+
+TEST_CASE("vma set logic: joins, reductions and untracked values", "[vma]") {
+  using namespace tessera::detail;
+  constexpr auto xy = make_axis_set<"x", "y">();
+  constexpr auto x = make_axis_set<"x">();
+  constexpr vma_state block{xy, x, false, {}};
+  constexpr vma_state raw = vma_state_of<untracked_vma>::value;
+  STATIC_REQUIRE(resolve(reduced_over(block, x), xy).size == 0);
+  STATIC_REQUIRE(resolve(varied_over(reduced_over(block, x), make_axis_set<"y">()), xy).subset_of(make_axis_set<"y">()));
+  // An untracked value counts as varying over whatever the inputs vary over, minus what was reduced since.
+  STATIC_REQUIRE(resolve(raw, xy).size == 2);
+  STATIC_REQUIRE(resolve(reduced_over(raw, x), xy).size == 1);
+  STATIC_REQUIRE(resolve(reduced_over(raw, x), xy).contains("y"));
+  STATIC_REQUIRE(resolve(join(reduced_over(raw, x), reduced_over(raw, make_axis_set<"y">())), xy).size == 2);
+  STATIC_REQUIRE(join(block, raw).mesh.size == 2);
+  STATIC_REQUIRE(first_outside(xy, x) == axis_name("y"));
+  STATIC_REQUIRE(first_outside(x, xy).empty());
+  STATIC_REQUIRE(std::is_same_v<vma_type_t<block>, tessera::vma<tessera::in_mesh<"x", "y">, tessera::varying<"x">>>);
+}

@@ -36,14 +36,24 @@ std::string type_of(array<T, N, S> const& x) {
   return s += ']';
 }
 
-/// jax.typeof of a host (xtensor) value: unsharded, `int32[4,2]`.
+/// An xtensor expression (what type_of prints as an unsharded host value).
 template <class E>
-  requires xt::is_xexpression<std::decay_t<E>>::value
-std::string type_of(E const& e) {
+concept host_expression = xt::is_xexpression<std::decay_t<E>>::value;
+
+namespace detail {
+template <class E>
+std::string host_type_text(E const& e) {
   std::string s(dtype_name<std::remove_cv_t<typename E::value_type>>());
   s += '[';
   for (std::size_t i = 0; i < e.dimension(); ++i) (s += (i ? "," : "")) += std::to_string(e.shape()[i]);
   return s += ']';
+}
+}  // namespace detail
+
+/// jax.typeof of a host (xtensor) value: unsharded, `int32[4,2]`.
+template <host_expression E>
+std::string type_of(E const& e) {
+  return detail::host_type_text(e);
 }
 
 #if defined(__STRICT_ANSI__) || !defined(__GNUC__)
