@@ -627,3 +627,178 @@ TEST_CASE("wait policy: spin only while threads fit the cores; wait_word wakes s
   CHECK(w.wait_for_change(2, 1000000) == 3);  // spins, then sleeps
   u.join();
 }
+
+// ---------------------------------------------------------------------------
+// Teams and the shared-memory collectives, below shard_map
+// ---------------------------------------------------------------------------
+
+namespace {
+
+namespace td = tessera::detail;
+
+/// The group `members` as seen from position `pos`.
+td::group group_of_members(std::vector<std::size_t> members, std::size_t pos) {
+  td::group g;
+  g.rank = static_cast<std::size_t>(std::find(members.begin(), members.end(), pos) - members.begin());
+  g.members = std::move(members);
+  return g;
+}
+
+/// A signature for collective number `seq` over the axes `axes`, of `count` floats.
+td::op_signature signature(std::uint32_t seq, std::uint64_t axes, std::size_t count) {
+  td::op_signature s;
+  s.seq = seq;
+  s.kind = 1;
+  s.axes = axes;
+  s.count = count;
+  s.dtype = 4;
+  return s;
+}
+
+std::vector<int> iota_ids(int n) {
+  std::vector<int> ids(static_cast<std::size_t>(n));
+  for (int d = 0; d < n; ++d) ids[static_cast<std::size_t>(d)] = d;
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("team: the barriers of a group wait for its members only", "[runtime][team]") {
+  // Pairs {0, 1} and {2, 3}; the second pair starts only once the first has finished all its
+  // all-reduces. With barriers over the whole team the first pair would wait for the second: a hang.
+  runtime rt{4};
+  td::team t(4, iota_ids(4));
+  std::atomic<int> first_pair_done{0};
+  std::array<std::vector<float>, 4> last{};
+  std::size_t const count = 20000;  // 80 KB: each member reduces its half and writes it to both outputs
+  rt.pool().run_all([&](int d) {
+    std::size_t const pos = static_cast<std::size_t>(d);
+    auto const g = group_of_members(pos < 2 ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{2, 3}, pos);
+    if (pos >= 2)
+      while (first_pair_done.load() < 2) std::this_thread::yield();
+    std::vector<float> in(count), out(count);
+    for (std::uint32_t i = 0; i < 100; ++i) {
+      for (std::size_t e = 0; e < count; ++e) in[e] = static_cast<float>(pos + i + e % 7);
+      td::all_reduce(t, pos, g, signature(i, pos < 2 ? 1 : 2, count), in.data(), out.data(), count, td::reduce_op::sum);
+    }
+    last[pos] = out;
+    if (pos < 2) first_pair_done.fetch_add(1);
+  });
+  for (std::size_t pos = 0; pos < 4; ++pos) {
+    std::size_t const base = pos < 2 ? 0 : 2;
+    bool all_right = true;
+    for (std::size_t e = 0; e < count; ++e)
+      all_right = all_right && last[pos][e] == static_cast<float>(2 * (99 + e % 7) + base + base + 1);
+    CHECK(all_right);
+  }
+}
+
+TEST_CASE("all_reduce: every member gets the same bits, below and above the split size", "[runtime][team]") {
+  runtime rt{3};
+  for (std::size_t count : {std::size_t{5}, std::size_t{1000}, std::size_t{30011}}) {  // 30011 floats: split, uneven
+    for (auto op : {td::reduce_op::sum, td::reduce_op::max, td::reduce_op::min}) {
+      td::team t(3, iota_ids(3));
+      std::array<std::vector<float>, 3> ins, outs;
+      for (std::size_t p = 0; p < 3; ++p) {
+        ins[p].resize(count);
+        outs[p].resize(count);
+        for (std::size_t e = 0; e < count; ++e) ins[p][e] = 1.0f / static_cast<float>(1 + (e * 7 + p * 13) % 101);
+      }
+      rt.pool().run_all([&](int d) {
+        std::size_t const pos = static_cast<std::size_t>(d);
+        td::all_reduce(t, pos, group_of_members({0, 1, 2}, pos), signature(0, 1, count), ins[pos].data(),
+                       outs[pos].data(), count, op);
+      });
+      std::vector<float> want(ins[0]);
+      for (std::size_t p = 1; p < 3; ++p)
+        for (std::size_t e = 0; e < count; ++e) {
+          float const v = ins[p][e];
+          want[e] = op == td::reduce_op::sum ? want[e] + v : op == td::reduce_op::max ? std::max(want[e], v)
+                                                                                      : std::min(want[e], v);
+        }
+      INFO("count " << count << ", op " << static_cast<int>(op));
+      for (std::size_t p = 0; p < 3; ++p) CHECK(std::memcmp(outs[p].data(), want.data(), count * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("team: a failure outside a group never frees buffers the group is still using", "[runtime][team][errors]") {
+  // Device 3 fails while the pair {0, 1} runs large all-reduces that write into each other's
+  // outputs. The pair may notice only at a barrier where nobody touches its buffers any more
+  // (AddressSanitizer runs this too), and device 2, waiting for 3, is released.
+  runtime rt{4};
+  for (int delay_us : {0, 50, 300}) {
+    td::team t(4, iota_ids(4));
+    std::atomic<int> completed{0};
+    try {
+      rt.pool().run_all([&](int d) {
+        std::size_t const pos = static_cast<std::size_t>(d);
+        try {
+          if (pos == 3) {
+            std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+            throw std::runtime_error("device 3 failed");
+          }
+          auto const g = group_of_members(pos < 2 ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{2, 3}, pos);
+          std::size_t const count = 50000;
+          for (std::uint32_t i = 0; i < 100000; ++i) {
+            std::vector<float> in(count, static_cast<float>(pos)), out(count);  // fresh buffers, freed each round
+            td::all_reduce(t, pos, g, signature(i, 1, count), in.data(), out.data(), count, td::reduce_op::sum);
+            if (out[count - 1] != (pos < 2 ? 1.0f : 5.0f)) throw std::logic_error("wrong sum");
+            completed.fetch_add(1);
+          }
+        } catch (...) {
+          t.abort();
+          throw;
+        }
+      });
+      FAIL("no exception");
+    } catch (tessera::device_error const& e) {
+      INFO("delay " << delay_us << " us");
+      REQUIRE(e.failures().size() == 4);  // 3 failed; 0, 1 and 2 abandoned their collectives
+      CHECK(e.device() == 0);
+      for (auto const& [dev, ex] : e.failures()) {
+        if (dev == 3) REQUIRE_THROWS_WITH(std::rethrow_exception(ex), "device 3 failed");
+        else REQUIRE_THROWS_AS(std::rethrow_exception(ex), tessera::collective_aborted);
+      }
+    }
+  }
+}
+
+TEST_CASE("team: devices whose groups disagree get collective_mismatch, not a hang", "[runtime][team][errors]") {
+  // A 2x2 mesh: device 0 reduces along 'y' ({0, 1}) while the others reduce along 'x'
+  // ({0, 2} and {1, 3}). Devices 0 and 2 see the disagreement; 1 and 3 agree with each
+  // other, finish their all-reduce and only then learn of the abort.
+  runtime rt{4};
+  td::team t(4, iota_ids(4));
+  try {
+    rt.pool().run_all([&](int d) {
+      std::size_t const pos = static_cast<std::size_t>(d);
+      try {
+        bool const along_y = pos == 0;
+        std::vector<std::size_t> members = along_y ? std::vector<std::size_t>{0, 1}
+                                                   : std::vector<std::size_t>{pos % 2, pos % 2 + 2};
+        std::vector<float> in(8, 1.0f), out(8);
+        td::all_reduce(t, pos, group_of_members(members, pos), signature(0, along_y ? 2 : 1, 8), in.data(), out.data(),
+                       8, td::reduce_op::sum);
+      } catch (...) {
+        t.abort();
+        throw;
+      }
+    });
+    FAIL("no exception");
+  } catch (tessera::device_error const& e) {
+    std::set<int> mismatched;
+    for (auto const& [dev, ex] : e.failures()) {
+      try {
+        std::rethrow_exception(ex);
+      } catch (tessera::collective_mismatch const& m) {
+        mismatched.insert(dev);
+        CHECK_THAT(m.what(), Contains("disagree on the collective"));
+      } catch (tessera::collective_aborted const&) {
+      }
+    }
+    CHECK(mismatched.count(0) + mismatched.count(2) >= 1);
+    CHECK(mismatched.count(1) == 0);
+    CHECK(mismatched.count(3) == 0);
+  }
+}

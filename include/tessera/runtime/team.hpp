@@ -1,14 +1,27 @@
 #pragma once
-// The devices of one SPMD run (a shard_map call) as a team: a barrier that a
-// failing device can break, and one mailbox per device where it publishes the
-// buffers and the description of the collective it is in. Every collective
-// compares the descriptions after its first barrier, so devices that call
-// different collectives get an error naming both, never a hang.
+// The devices of one SPMD run (a shard_map call) as a team: the barriers of the
+// collectives, which a failing device can break, and one mailbox per device
+// where it publishes its buffers and the description of the collective it is in.
+// Every collective compares the descriptions of its group after its entry, so
+// devices that call different collectives get an error naming both, not a hang.
+//
+// Each device counts the barrier phases it has reached in a futex word of its
+// own, and a barrier waits only for the words of the collective's group: the
+// groups along one mesh axis do not wait for each other. The same word carries
+// an abort bit. A collective has an entry (abortable: a member may never come)
+// and an exit (not abortable: every member that entered comes, and until it has
+// it may be reading or writing the others' buffers). A device that fails sets
+// the abort bit on every word; an entry arrival is then refused, so a member
+// that had not arrived never will, and its group gives up without anyone having
+// touched a buffer. The phase stamped on each mailbox turns a mailbox from
+// another phase (only in a wrong program, whose devices drift apart) into a
+// reported mismatch rather than a misread.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,65 +63,171 @@ struct op_signature {
   }
 };
 
-/// One device's mailbox: where its input and output live during a collective.
+/// The devices taking part in one collective: team positions in rank order
+/// (axis_index order over the collective's axes) and the caller's rank among them.
+struct group {
+  std::vector<std::size_t> members;
+  std::size_t rank = 0;
+  std::size_t size() const { return members.size(); }
+};
+
+/// One device's mailbox: where its input and output live during a collective, and which collective it is.
 struct alignas(64) mailbox {
   void const* in = nullptr;
   void* out = nullptr;
-  op_signature sig;
+  // The signature, as a seqlock: `stamp` is odd while the owner writes it and 2c + 2 once the
+  // signature of the collective it entered at its phase c is complete, so a reader out of
+  // step with the owner (only in a wrong program) never takes half of one for a match.
+  std::atomic<std::uint64_t> stamp{0};
+  std::atomic<std::uint64_t> words[6]{};
 };
 
 /// The n devices of one run, by position 0..n-1 (their mesh positions).
 class team {
  public:
   explicit team(std::size_t n, std::vector<int> device_ids)
-      : n_(n), ids_(std::move(device_ids)), boxes_(std::make_unique<mailbox[]>(n)),
-        spin_(spin_budget(static_cast<unsigned>(n))) {}
+      : n_(n), ids_(std::move(device_ids)), all_(n), members_(std::make_unique<member[]>(n)),
+        spin_(spin_budget(static_cast<unsigned>(n))) {
+    for (std::size_t p = 0; p < n; ++p) all_[p] = p;
+  }
   team(team const&) = delete;
   team& operator=(team const&) = delete;
 
   std::size_t size() const { return n_; }
   int device_id(std::size_t pos) const { return ids_[pos]; }
-  mailbox& box(std::size_t pos) { return boxes_[pos]; }
-  mailbox const& box(std::size_t pos) const { return boxes_[pos]; }
+  mailbox& box(std::size_t pos) { return members_[pos].box; }
+  mailbox const& box(std::size_t pos) const { return members_[pos].box; }
 
-  /// Waits until all n devices arrive; throws collective_aborted if the run was aborted.
-  void arrive_and_wait() {
-    if (aborted_.load(std::memory_order_acquire)) throw collective_aborted();
-    std::uint32_t const gen = generation_.load();
-    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-      arrived_.store(0, std::memory_order_relaxed);
-      generation_.bump();
-    } else {
-      generation_.wait_for_change(gen, spin_);
-    }
-    if (aborted_.load(std::memory_order_acquire)) throw collective_aborted();
+  /// One barrier phase of the whole team, as a collective's entry: waits until all n devices
+  /// arrive; throws collective_aborted if the run was aborted before they all did.
+  void arrive_and_wait(std::size_t pos) { meet(pos, all_); }
+
+  /// Publishes `sig` (with `in`/`out`) for device `pos`, waits for the members of `g`, and
+  /// checks that each is in the same collective: collective_mismatch naming two devices if
+  /// not, collective_aborted if the run was aborted before every member arrived.
+  void enter(std::size_t pos, group const& g, op_signature const& sig, void const* in, void* out) {
+    std::uint32_t const phase = publish(pos, sig, in, out);
+    meet(pos, g.members);
+    for (std::size_t q : g.members)
+      if (q != pos) check(pos, q, phase, sig);
   }
 
-  /// Breaks every current and future wait of this run (a device failed).
+  /// enter() over the whole team (the end of a shard_map body).
+  void enter(std::size_t pos, op_signature const& sig, void const* in, void* out) {
+    std::uint32_t const phase = publish(pos, sig, in, out);
+    meet(pos, all_);
+    for (std::size_t q = 0; q < n_; ++q)
+      if (q != pos) check(pos, q, phase, sig);
+  }
+
+  /// A collective's last barrier phase: waits until every member of `g` is done with the
+  /// buffers (they entered, so nothing can stop them), then throws collective_aborted if the
+  /// run was aborted meanwhile. A device leaves a collective only through here or before
+  /// its entry completed, so no peer ever touches the buffers of a device that has left.
+  void leave(std::size_t pos, group const& g) {
+    std::uint32_t const phase = arrive(pos, false);
+    for (std::size_t q : g.members)
+      if (q != pos) await(q, phase, false);
+    if (aborted()) throw collective_aborted();
+  }
+
+  /// Breaks every wait of this run that can still be broken (a device failed): arrivals at
+  /// an entry are refused from now on, and whoever waits for a device that has not arrived gives up.
   void abort() noexcept {
-    aborted_.store(true, std::memory_order_release);
-    generation_.bump();
+    aborted_.store(true, std::memory_order_seq_cst);
+    for (std::size_t q = 0; q < n_; ++q) members_[q].reached.update([](std::uint32_t v) { return v | aborted_bit; });
   }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
-  /// Publishes `sig` (with `in`/`out`) for device `pos`, waits for all, and checks that every
-  /// device is in the same collective. Throws collective_mismatch naming the devices otherwise.
-  void enter(std::size_t pos, op_signature const& sig, void const* in, void* out) {
-    auto& b = boxes_[pos];
-    b.sig = sig;
-    b.in = in;
-    b.out = out;
-    arrive_and_wait();
-    for (std::size_t q = 0; q < n_; ++q) {
-      if (boxes_[q].sig.same_as(sig)) continue;
-      throw collective_mismatch("tessera: devices of one shard_map disagree on the collective: device " +
-                                std::to_string(ids_[pos]) + " is in " + text(sig) + " but device " +
-                                std::to_string(ids_[q]) + " is in " + text(boxes_[q].sig) +
-                                "; every device must call the same collectives in the same order");
-    }
+ private:
+  // A device's word: the phases it has reached (mod 2^31) and, on top, the abort bit.
+  static constexpr std::uint32_t aborted_bit = 0x8000'0000u;
+  static constexpr std::uint32_t count_mask = 0x7FFF'FFFFu;
+
+  struct alignas(64) member {
+    wait_word reached;        // phases reached, and the abort bit; its peers wait on it
+    std::uint32_t phase = 0;  // the count, the owner's copy
+    mailbox box;
+  };
+
+  static bool has_reached(std::uint32_t word, std::uint32_t phase) {
+    return ((word - phase) & count_mask) <= (count_mask >> 1);  // word >= phase, mod 2^31
+  }
+  static std::uint64_t stamp_of(std::uint32_t phase) { return 2 * std::uint64_t{phase} + 2; }
+
+  /// Counts device pos's arrival at its next phase and returns that phase. An abortable
+  /// arrival (at an entry) is refused once the run is aborted: collective_aborted.
+  std::uint32_t arrive(std::size_t pos, bool abortable) {
+    member& m = members_[pos];
+    bool refused = false;
+    m.reached.update([&](std::uint32_t v) {
+      refused = abortable && (v & aborted_bit) != 0;
+      return refused ? v : (v & aborted_bit) | ((v + 1) & count_mask);
+    });
+    if (refused) throw collective_aborted();
+    m.phase = (m.phase + 1) & count_mask;
+    return m.phase;
   }
 
- private:
+  /// Waits until device q has reached `phase`. When abortable, throws collective_aborted once
+  /// the run is aborted and q has not arrived: its arrival is then refused, so it never will,
+  /// and no member can get past this phase to touch the caller's buffers.
+  void await(std::size_t q, std::uint32_t phase, bool abortable) {
+    wait_word& w = members_[q].reached;
+    for (std::uint32_t v = w.load(); !has_reached(v, phase); v = w.wait_for_change(v, spin_))
+      if (abortable && (v & aborted_bit) != 0) throw collective_aborted();
+  }
+
+  /// An entry phase among `members`. Once every member has arrived, all go on even if the run
+  /// was aborted meanwhile: they may already be reading each other's buffers.
+  void meet(std::size_t pos, std::span<std::size_t const> members) {
+    std::uint32_t const phase = arrive(pos, true);
+    for (std::size_t q : members)
+      if (q != pos) await(q, phase, true);
+  }
+
+  /// Writes the mailbox for the phase the next arrival reaches; returns that phase.
+  std::uint32_t publish(std::size_t pos, op_signature const& sig, void const* in, void* out) {
+    member& m = members_[pos];
+    std::uint32_t const phase = (m.phase + 1) & count_mask;
+    mailbox& b = m.box;
+    b.in = in;
+    b.out = out;
+    b.stamp.store(stamp_of(phase) - 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::uint64_t const w[6] = {std::uint64_t{sig.seq} << 32 | sig.kind, sig.axes, sig.order, sig.count, sig.param,
+                                sig.dtype};
+    for (int i = 0; i < 6; ++i) b.words[i].store(w[i], std::memory_order_relaxed);
+    b.stamp.store(stamp_of(phase), std::memory_order_release);
+    return phase;
+  }
+
+  /// Throws collective_mismatch unless device q published `mine` for the same phase.
+  void check(std::size_t pos, std::size_t q, std::uint32_t phase, op_signature const& mine) const {
+    mailbox const& b = members_[q].box;
+    std::uint64_t const before = b.stamp.load(std::memory_order_acquire);
+    std::uint64_t w[6];
+    for (int i = 0; i < 6; ++i) w[i] = b.words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::uint64_t const after = b.stamp.load(std::memory_order_relaxed);
+    op_signature theirs;
+    theirs.seq = static_cast<std::uint32_t>(w[0] >> 32);
+    theirs.kind = static_cast<std::uint32_t>(w[0]);
+    theirs.axes = w[1];
+    theirs.order = w[2];
+    theirs.count = w[3];
+    theirs.param = w[4];
+    theirs.dtype = static_cast<std::uint32_t>(w[5]);
+    theirs.describe = mine.describe;  // one mesh, one describer
+    bool const in_step = before == after && before == stamp_of(phase);
+    if (in_step && theirs.same_as(mine)) return;
+    throw collective_mismatch("tessera: devices of one shard_map disagree on the collective: device " +
+                              std::to_string(ids_[pos]) + " is in " + text(mine) + " but device " +
+                              std::to_string(ids_[q]) + " is in " + text(theirs) +
+                              (in_step ? "" : " at another step of its body") +
+                              "; every device must call the same collectives in the same order");
+  }
+
   static std::string text(op_signature const& s) {
     return (s.describe ? s.describe(s) : std::string("an unknown collective")) + " (collective #" +
            std::to_string(s.seq) + ")";
@@ -116,10 +235,9 @@ class team {
 
   std::size_t n_;
   std::vector<int> ids_;
-  std::unique_ptr<mailbox[]> boxes_;
+  std::vector<std::size_t> all_;
+  std::unique_ptr<member[]> members_;
   std::uint32_t spin_;
-  alignas(64) std::atomic<std::size_t> arrived_{0};
-  alignas(64) wait_word generation_;
   std::atomic<bool> aborted_{false};
 };
 

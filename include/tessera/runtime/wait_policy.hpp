@@ -33,7 +33,8 @@ inline void cpu_relax() {
 /// oversubscribed, else long enough to cover a back-to-back dispatch but short
 /// enough that a parked device costs nothing measurable.
 inline std::uint32_t spin_budget(unsigned threads) {
-  unsigned const cores = std::thread::hardware_concurrency() == 0 ? 1 : std::thread::hardware_concurrency();
+  // Read once: glibc answers hardware_concurrency() by reading /sys, and every shard_map asks.
+  static unsigned const cores = std::thread::hardware_concurrency() == 0 ? 1 : std::thread::hardware_concurrency();
   return threads <= cores ? 50'000u : 0u;
 }
 
@@ -49,6 +50,16 @@ class wait_word {
   void bump() {
     value_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) != 0) wake_all();
+  }
+
+  /// Replaces the value v with next(v) atomically and wakes every thread waiting on it; returns v.
+  template <class F>
+  std::uint32_t update(F next) {
+    std::uint32_t v = value_.load(std::memory_order_relaxed);
+    while (!value_.compare_exchange_weak(v, next(v), std::memory_order_seq_cst, std::memory_order_relaxed)) {
+    }
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) wake_all();
+    return v;
   }
 
   /// Waits until the counter no longer holds `old`: spin for up to `budget_ns`
