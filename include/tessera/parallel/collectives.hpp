@@ -151,7 +151,12 @@ struct collective_call {
   std::size_t k() const { return g.size(); }
 };
 
-/// An all-reduce of v's elements, as an xt::xtensor of v's element type and shape.
+/// An all-reduce of v's elements (an xt::xtensor of v's element type and shape), and the group size.
+template <class T, std::size_t N>
+struct reduced {
+  xt::xtensor<T, N> out;
+  std::size_t k;
+};
 template <axis_name... A, class V>
 auto all_reduce_value(V&& v, op_kind kind, reduce_op op, char const* what) {
   auto in = make_input(std::forward<V>(v));
@@ -163,15 +168,7 @@ auto all_reduce_value(V&& v, op_kind kind, reduce_op op, char const* what) {
   c.sig.param = hash_shape(in.shape);
   auto out = xt::xtensor<T, N>::from_shape(in.shape);
   all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
-  return out;
-}
-
-template <axis_name... A>
-std::size_t group_size(char const* what) {
-  auto& f = frame_for(what);
-  std::size_t k = 1;
-  for (std::size_t a : resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)) k *= f.sizes[a];
-  return k;
+  return reduced<T, N>{std::move(out), c.k()};
 }
 
 }  // namespace detail
@@ -183,7 +180,7 @@ auto psum(V&& v) {
   static_assert(!std::is_same_v<typename detail::value_traits<V>::type, bool>,
                 "tessera::psum of bool values: use pmax (any) or pmin (all)");
   return detail::as_result<detail::result_vma<V, true, A...>>(
-      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::psum, detail::reduce_op::sum, "psum"));
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::psum, detail::reduce_op::sum, "psum").out);
 }
 
 /// jax.lax.pmax(x, axes): the element-wise maximum over the devices along the mesh axes.
@@ -191,7 +188,7 @@ template <axis_name... A, class V>
 auto pmax(V&& v) {
   static_assert(detail::check_axes_in_mesh<V, A...>());
   return detail::as_result<detail::result_vma<V, true, A...>>(
-      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmax, detail::reduce_op::max, "pmax"));
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmax, detail::reduce_op::max, "pmax").out);
 }
 
 /// jax.lax.pmin(x, axes): the element-wise minimum over the devices along the mesh axes.
@@ -199,7 +196,7 @@ template <axis_name... A, class V>
 auto pmin(V&& v) {
   static_assert(detail::check_axes_in_mesh<V, A...>());
   return detail::as_result<detail::result_vma<V, true, A...>>(
-      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmin, detail::reduce_op::min, "pmin"));
+      detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmin, detail::reduce_op::min, "pmin").out);
 }
 
 /// jax.lax.pmean(x, axes): psum / axis size. Integers give floating results, as in JAX
@@ -211,93 +208,56 @@ auto pmean(V&& v) {
   static_assert(!std::is_same_v<T, bool>, "tessera::pmean of bool values: convert to a number first");
   using R = std::conditional_t<std::is_floating_point_v<T>, T, std::conditional_t<(sizeof(T) > 4), double, float>>;
   using Vma = detail::result_vma<V, true, A...>;
-  std::size_t const k = detail::group_size<A...>("pmean");
+  auto const divide = [](auto r) {
+    r.out /= static_cast<R>(r.k);
+    return detail::as_result<Vma>(std::move(r.out));
+  };
   if constexpr (std::is_floating_point_v<T>) {
-    auto s = detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmean, detail::reduce_op::sum, "pmean");
-    s /= static_cast<R>(k);
-    return detail::as_result<Vma>(std::move(s));
+    return divide(
+        detail::all_reduce_value<A...>(std::forward<V>(v), detail::op_kind::pmean, detail::reduce_op::sum, "pmean"));
   } else {
     // Converted before the sum, so the sum cannot wrap around in the integer type.
     auto in = detail::make_input(std::forward<V>(v));
     constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
     xt::xtensor<R, N> wide = xt::xtensor<R, N>::from_shape(in.shape);
     std::copy(in.data, in.data + in.count(), wide.data());
-    auto s = detail::all_reduce_value<A...>(std::move(wide), detail::op_kind::pmean, detail::reduce_op::sum, "pmean");
-    s /= static_cast<R>(k);
-    return detail::as_result<Vma>(std::move(s));
+    return divide(
+        detail::all_reduce_value<A...>(std::move(wide), detail::op_kind::pmean, detail::reduce_op::sum, "pmean"));
   }
 }
 
 namespace detail {
-/// all_gather into `out` (k blocks of in.shape, in device order along dimension `axis`).
-template <axis_name... A, class In, class T>
-void gather_into(In const& in, std::size_t axis, T* out) {
-  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
+/// all_gather, stacked (a new dimension of the group's size at `axis`) or Tiled (concatenated
+/// along `axis`): the same bytes, only the shape differs.
+template <bool Tiled, axis_name... A, class V>
+auto gather(V&& v, std::size_t axis) {
+  static_assert(check_axes_in_mesh<V, A...>());
+  constexpr std::size_t N = value_traits<V>::rank;
+  static_assert(!Tiled || N >= 1, "tessera::all_gather(x, axis, tiled): a scalar has no dimension to concatenate along");
+  auto in = make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  if (Tiled ? axis >= N : axis > N)
+    throw std::invalid_argument(std::string(Tiled ? "tessera::all_gather(tiled)" : "tessera::all_gather") + ": axis " +
+                                std::to_string(axis) + " is out of range for a rank-" + std::to_string(N) +
+                                " value (0 to " + std::to_string(Tiled ? N - 1 : N) + ")");
   collective_call<A...> c("all_gather", op_kind::all_gather);
+  constexpr std::size_t R = Tiled ? N : N + 1;
+  shape_t<R> out_shape{};
+  if constexpr (Tiled) {
+    out_shape = in.shape;
+    out_shape[axis] *= c.k();
+  } else {
+    for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? c.k() : in.shape[j++];
+  }
+  auto out = xt::xtensor<T, R>::from_shape(out_shape);
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, axis);
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
   for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
-  all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out, outer, inner);
-}
-}  // namespace detail
-
-/// jax.lax.all_gather(x, axes, axis=axis): every device's x stacked along a new dimension `axis`.
-/// The result is the same on every device along the axes (JAX's all_gather_invariant; JAX's
-/// all_gather types it as varying only because of how it differentiates).
-template <axis_name... A, class V>
-auto all_gather(V&& v, std::size_t axis = 0) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  auto in = detail::make_input(std::forward<V>(v));
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
-  if (axis > N)
-    throw std::invalid_argument("tessera::all_gather: axis " + std::to_string(axis) + " is out of range for a rank-" +
-                                std::to_string(N) + " value (0 to " + std::to_string(N) + ")");
-  std::size_t const k = detail::group_size<A...>("all_gather");
-  shape_t<N + 1> out_shape{};
-  for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? k : in.shape[j++];
-  auto out = xt::xtensor<T, N + 1>::from_shape(out_shape);
-  detail::gather_into<A...>(in, axis, out.data());
-  return detail::as_result<detail::result_vma<V, true, A...>>(std::move(out));
-}
-
-/// jax.lax.all_gather(x, axes, axis=axis, tiled=True): every device's x concatenated along `axis`.
-template <axis_name... A, class V>
-auto all_gather(V&& v, std::size_t axis, tiled_t) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  constexpr std::size_t N = detail::value_traits<V>::rank;
-  static_assert(N >= 1, "tessera::all_gather(x, axis, tiled): a scalar has no dimension to concatenate along");
-  auto in = detail::make_input(std::forward<V>(v));
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  if (axis >= N)
-    throw std::invalid_argument("tessera::all_gather(tiled): axis " + std::to_string(axis) +
-                                " is out of range for a rank-" + std::to_string(N) + " value");
-  // The stacked and concatenated layouts have the same bytes.
-  shape_t<N> out_shape = in.shape;
-  out_shape[axis] *= detail::group_size<A...>("all_gather");
-  auto out = xt::xtensor<T, N>::from_shape(out_shape);
-  detail::gather_into<A...>(in, axis, out.data());
-  return detail::as_result<detail::result_vma<V, true, A...>>(std::move(out));
-}
-
-namespace detail {
-/// psum_scatter's sum: device i keeps the i-th of k chunks of dimension `dim`, written to `out`.
-template <axis_name... A, class In, class T>
-void scatter_sum_into(In const& in, std::size_t dim, bool tiled_mode, char const* what, T* out) {
-  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
-  collective_call<A...> c(what, op_kind::psum_scatter);
-  std::size_t const k = c.k();
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, dim * 2 + (tiled_mode ? 1 : 0));
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
-  for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
-  std::size_t const chunk = in.shape[dim] / k * inner;
-  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out, outer, chunk);
+  all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
+  return as_result<result_vma<V, true, A...>>(std::move(out));
 }
 
 /// psum_scatter's argument checks, in the caller's words.
@@ -315,56 +275,34 @@ void check_scatter(shape_t<N> const& shape, std::size_t dim, std::size_t k, bool
                                 std::to_string(shape[dim]) + ", which is not evenly divisible by the axis size " +
                                 std::to_string(k));
 }
-}  // namespace detail
 
-/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim): the sum, where device i keeps
-/// index i of dimension `dim` (whose size must be the axis size); that dimension is removed.
-template <axis_name... A, class V>
-auto psum_scatter(V&& v, std::size_t dim = 0) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  constexpr std::size_t N = detail::value_traits<V>::rank;
+/// psum_scatter: the sum, device i keeping the i-th of k chunks of dimension `dim`; untiled, the
+/// chunk is one index and the dimension is dropped (the same bytes).
+template <bool Tiled, axis_name... A, class V>
+auto scatter(V&& v, std::size_t dim) {
+  static_assert(check_axes_in_mesh<V, A...>());
+  constexpr std::size_t N = value_traits<V>::rank;
   static_assert(N >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
-  auto in = detail::make_input(std::forward<V>(v));
+  auto in = make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  detail::check_scatter(in.shape, dim, detail::group_size<A...>("psum_scatter"), false);
-  // Index i of a dimension of size k is one chunk: the same bytes as the result without that dimension.
-  shape_t<N - 1> shape{};
-  for (std::size_t i = 0, j = 0; i < N; ++i)
-    if (i != dim) shape[j++] = in.shape[i];
-  auto out = xt::xtensor<T, N - 1>::from_shape(shape);
-  detail::scatter_sum_into<A...>(in, dim, false, "psum_scatter", out.data());
-  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
-}
-
-/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim, tiled=True): the sum, where device i
-/// keeps the i-th of k equal chunks of dimension `dim`.
-template <axis_name... A, class V>
-auto psum_scatter(V&& v, std::size_t dim, tiled_t) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  constexpr std::size_t N = detail::value_traits<V>::rank;
-  static_assert(N >= 1, "tessera::psum_scatter: a scalar has no dimension to scatter");
-  auto in = detail::make_input(std::forward<V>(v));
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  std::size_t const k = detail::group_size<A...>("psum_scatter");
-  detail::check_scatter(in.shape, dim, k, true);
-  shape_t<N> shape = in.shape;
-  shape[dim] /= k;
-  auto out = xt::xtensor<T, N>::from_shape(shape);
-  detail::scatter_sum_into<A...>(in, dim, true, "psum_scatter", out.data());
-  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
-}
-
-namespace detail {
-template <axis_name... A, class T>
-void all_to_all_raw(T const* data, std::vector<std::size_t> const& shape, std::size_t split, std::size_t concat,
-                    std::uint64_t param, T* out) {
-  collective_call<A...> c("all_to_all", op_kind::all_to_all);
-  std::size_t count = 1;
-  for (std::size_t x : shape) count *= x;
-  c.sig.count = count;
+  collective_call<A...> c("psum_scatter", op_kind::psum_scatter);
+  std::size_t const k = c.k();
+  check_scatter(in.shape, dim, k, Tiled);
+  constexpr std::size_t R = Tiled ? N : N - 1;
+  shape_t<R> out_shape{};
+  for (std::size_t i = 0, j = 0; i < N; ++i) {
+    if (i != dim) out_shape[j++] = in.shape[i];
+    else if (Tiled) out_shape[j++] = in.shape[i] / k;
+  }
+  auto out = xt::xtensor<T, R>::from_shape(out_shape);
+  c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
-  c.sig.param = param;
-  detail::all_to_all(*c.f.t, c.f.pos, c.g, c.sig, data, out, std::span<std::size_t const>(shape), split, concat);
+  c.sig.param = hash_shape(in.shape, dim * 2 + (Tiled ? 1 : 0));
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
+  for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
+  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, in.shape[dim] / k * inner);
+  return as_result<result_vma<V, false, A...>>(std::move(out));
 }
 
 /// all_to_all's argument checks: axes in range; the split dimension divisible by (tiled) or equal to the axis size.
@@ -382,28 +320,76 @@ void check_all_to_all(shape_t<N> const& shape, std::size_t split, std::size_t co
                                 std::to_string(shape[split]) + " but must equal the axis size " + std::to_string(k) +
                                 " (or pass tessera::tiled)");
 }
+
+/// all_to_all, tiled or not. Untiled runs as JAX does it: a unit dimension is inserted for the
+/// chunks to land in, the tiled exchange runs, and the split dimension (now of size 1) is
+/// dropped. Unit dimensions do not move bytes, so only the shapes change.
+template <bool Tiled, axis_name... A, class V>
+auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
+  static_assert(check_axes_in_mesh<V, A...>());
+  constexpr std::size_t N = value_traits<V>::rank;
+  static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
+  auto in = make_input(std::forward<V>(v));
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
+  collective_call<A...> c("all_to_all", op_kind::all_to_all);
+  std::size_t const k = c.k();
+  check_all_to_all(in.shape, split_axis, concat_axis, k, Tiled);
+  std::vector<std::size_t> shape(in.shape.begin(), in.shape.end());
+  std::size_t split = split_axis, concat = concat_axis;
+  if (!Tiled && split != concat) {
+    if (split < concat) ++concat;
+    else ++split;
+    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
+  }
+  std::vector<std::size_t> r = shape;
+  r[split] /= k;
+  r[concat] *= k;
+  if (!Tiled && split != concat) r.erase(r.begin() + static_cast<std::ptrdiff_t>(split));
+  shape_t<N> out_shape{};
+  std::copy(r.begin(), r.end(), out_shape.begin());
+  auto out = xt::xtensor<T, N>::from_shape(out_shape);
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
+  all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
+  return as_result<result_vma<V, false, A...>>(std::move(out));
+}
 }  // namespace detail
+
+/// jax.lax.all_gather(x, axes, axis=axis): every device's x stacked along a new dimension `axis`.
+/// The result is the same on every device along the axes (JAX's all_gather_invariant; JAX's
+/// all_gather types it as varying only because of how it differentiates).
+template <axis_name... A, class V>
+auto all_gather(V&& v, std::size_t axis = 0) {
+  return detail::gather<false, A...>(std::forward<V>(v), axis);
+}
+
+/// jax.lax.all_gather(x, axes, axis=axis, tiled=True): every device's x concatenated along `axis`.
+template <axis_name... A, class V>
+auto all_gather(V&& v, std::size_t axis, tiled_t) {
+  return detail::gather<true, A...>(std::forward<V>(v), axis);
+}
+
+/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim): the sum, where device i keeps
+/// index i of dimension `dim` (whose size must be the axis size); that dimension is removed.
+template <axis_name... A, class V>
+auto psum_scatter(V&& v, std::size_t dim = 0) {
+  return detail::scatter<false, A...>(std::forward<V>(v), dim);
+}
+
+/// jax.lax.psum_scatter(x, axes, scatter_dimension=dim, tiled=True): the sum, where device i
+/// keeps the i-th of k equal chunks of dimension `dim`.
+template <axis_name... A, class V>
+auto psum_scatter(V&& v, std::size_t dim, tiled_t) {
+  return detail::scatter<true, A...>(std::forward<V>(v), dim);
+}
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis, tiled=True): dimension `split_axis` is cut
 /// into one chunk per device; chunk j goes to device j, and the chunks received are concatenated
 /// along `concat_axis` in device order.
 template <axis_name... A, class V>
 auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  constexpr std::size_t N = detail::value_traits<V>::rank;
-  static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
-  auto in = detail::make_input(std::forward<V>(v));
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  std::size_t const k = detail::group_size<A...>("all_to_all");
-  detail::check_all_to_all(in.shape, split_axis, concat_axis, k, true);
-  shape_t<N> out_shape = in.shape;
-  out_shape[split_axis] /= k;
-  out_shape[concat_axis] *= k;
-  auto out = xt::xtensor<T, N>::from_shape(out_shape);
-  std::vector<std::size_t> const shape(in.shape.begin(), in.shape.end());
-  detail::all_to_all_raw<A...>(in.data, shape, split_axis, concat_axis,
-                               detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + 1), out.data());
-  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
+  return detail::exchange<true, A...>(std::forward<V>(v), split_axis, concat_axis);
 }
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis): dimension `split_axis` (whose size is the
@@ -411,37 +397,7 @@ auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t)
 /// device, appears at `concat_axis` of the result.
 template <axis_name... A, class V>
 auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
-  static_assert(detail::check_axes_in_mesh<V, A...>());
-  constexpr std::size_t N = detail::value_traits<V>::rank;
-  static_assert(N >= 1, "tessera::all_to_all: a scalar has no dimension to split");
-  auto in = detail::make_input(std::forward<V>(v));
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  std::size_t const k = detail::group_size<A...>("all_to_all");
-  detail::check_all_to_all(in.shape, split_axis, concat_axis, k, false);
-  // As JAX does it: a unit dimension is inserted for the chunks to land in, the tiled
-  // exchange runs, and the split dimension (now of size 1) is dropped. Unit dimensions
-  // do not move bytes, so only the shapes change.
-  std::vector<std::size_t> shape(in.shape.begin(), in.shape.end());
-  std::size_t split = split_axis, concat = concat_axis;
-  if (split < concat) {
-    ++concat;
-    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
-  } else if (split > concat) {
-    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
-    ++split;
-  }
-  shape_t<N> out_shape = in.shape;
-  if (split_axis != concat_axis) {
-    std::vector<std::size_t> r = shape;
-    r[split] /= k;
-    r[concat] *= k;
-    r.erase(r.begin() + static_cast<std::ptrdiff_t>(split));
-    for (std::size_t i = 0; i < N; ++i) out_shape[i] = r[i];
-  }
-  auto out = xt::xtensor<T, N>::from_shape(out_shape);
-  detail::all_to_all_raw<A...>(in.data, shape, split, concat,
-                               detail::hash_shape(in.shape, split_axis * 64 + concat_axis * 2), out.data());
-  return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
+  return detail::exchange<false, A...>(std::forward<V>(v), split_axis, concat_axis);
 }
 
 /// jax.lax.ppermute(x, axes, perm): device `dst` receives the x of device `src` for each
@@ -488,6 +444,16 @@ auto axis_index() {
   for (std::size_t a : axes) r = r * f.sizes[a] + mine[a];
   return local_scalar<int, vma<in_mesh<>, varying<A...>>>(static_cast<int>(r));
 }
+
+namespace detail {
+template <axis_name... A>
+std::size_t group_size(char const* what) {
+  auto& f = frame_for(what);
+  std::size_t k = 1;
+  for (std::size_t a : resolve_axes(f, std::array<axis_name, sizeof...(A)>{A...}, what)) k *= f.sizes[a];
+  return k;
+}
+}  // namespace detail
 
 /// jax.lax.axis_size(axes) (psum(1, axes) in older JAX): the number of devices along the mesh axes.
 template <axis_name... A>

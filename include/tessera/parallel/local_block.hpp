@@ -89,20 +89,12 @@ local_block<T, N, Vma> own_as_block(xt::xtensor<T, N>&& t) {
 
 namespace xt {
 // Lazy expressions hold a tessera block by value (see the top of this file).
-template <class T, std::size_t N, class Vma>
-struct xclosure<tessera::local_block<T, N, Vma>&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N, Vma>;
+template <class E>
+struct xclosure<E, std::enable_if_t<tessera::detail::is_local_block<std::decay_t<E>>::value>> {
+  using type = std::decay_t<E>;
 };
-template <class T, std::size_t N, class Vma>
-struct xclosure<tessera::local_block<T, N, Vma> const&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N, Vma>;
-};
-template <class T, std::size_t N, class Vma>
-struct const_xclosure<tessera::local_block<T, N, Vma>&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N, Vma>;
-};
-template <class T, std::size_t N, class Vma>
-struct const_xclosure<tessera::local_block<T, N, Vma> const&, std::enable_if_t<true>> {
-  using type = tessera::local_block<T, N, Vma>;
+template <class E>
+struct const_xclosure<E, std::enable_if_t<tessera::detail::is_local_block<std::decay_t<E>>::value>> {
+  using type = std::decay_t<E>;
 };
 }  // namespace xt

@@ -14,12 +14,13 @@
 namespace tessera {
 
 namespace detail {
+/// Whether a state says more than "constant" or "untracked host data".
+constexpr bool says_something(vma_state const& s) { return s.mesh.size || s.vary.size || s.except.size; }
+
 /// E holds a tessera per-device value (a block, a collective's result), not only constants or host data.
 template <class E>
-concept tracked_value = is_local_block<std::remove_cvref_t<E>>::value ||
-                        vma_of<std::remove_cvref_t<E>>::value.mesh.size != 0 ||
-                        vma_of<std::remove_cvref_t<E>>::value.vary.size != 0 ||
-                        vma_of<std::remove_cvref_t<E>>::value.except.size != 0;
+concept tracked_value =
+    is_local_block<std::remove_cvref_t<E>>::value || says_something(vma_of<std::remove_cvref_t<E>>::value);
 
 /// `{x,y}`, `{}`, or `{x,?}` (partly untracked) for the vma of E.
 template <class E>

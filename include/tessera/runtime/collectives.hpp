@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/core/slice.hpp"
+#include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/simd.hpp"
 #include "tessera/runtime/team.hpp"
 
@@ -116,53 +117,6 @@ void reduce_scatter(team& t, std::size_t pos, group const& g, op_signature const
       reduce_members(t, g, reduce_op::sum, out + o * chunk + a, base + a, std::min(tile, chunk - a));
   }
   t.leave(pos, g);
-}
-
-/// Copies a box of `extent` elements between two row-major buffers of any rank, given their
-/// shapes and the box's start in each. Trailing dimensions whole in both merge into one run.
-/// `scratch` holds 3 * rank numbers: allocated by the caller, since this runs inside a collective.
-template <class T>
-void copy_box(T const* src, std::span<std::size_t const> src_shape, std::span<std::size_t const> src_start, T* dst,
-              std::span<std::size_t const> dst_shape, std::span<std::size_t const> dst_start,
-              std::span<std::size_t const> extent, std::span<std::size_t> scratch) noexcept {
-  std::size_t const n = extent.size();
-  for (std::size_t i = 0; i < n; ++i)
-    if (extent[i] == 0) return;
-  std::span<std::size_t> const ss = scratch.subspan(0, n), ds = scratch.subspan(n, n), idx = scratch.subspan(2 * n, n);
-  std::fill(idx.begin(), idx.end(), std::size_t{0});
-  std::size_t s = 1, d = 1;
-  for (std::size_t i = n; i-- > 0;) {
-    ss[i] = s;
-    ds[i] = d;
-    s *= src_shape[i];
-    d *= dst_shape[i];
-  }
-  std::size_t run = 1, k = n;
-  while (k > 0) {
-    run *= extent[k - 1];
-    --k;
-    if (extent[k] != src_shape[k] || extent[k] != dst_shape[k]) break;
-  }
-  std::size_t so = 0, dof = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    so += src_start[i] * ss[i];
-    dof += dst_start[i] * ds[i];
-  }
-  for (;;) {
-    std::copy(src + so, src + so + run, dst + dof);
-    std::size_t i = k;
-    for (;;) {
-      if (i == 0) return;
-      --i;
-      ++idx[i];
-      so += ss[i];
-      dof += ds[i];
-      if (idx[i] < extent[i]) break;
-      so -= idx[i] * ss[i];
-      dof -= idx[i] * ds[i];
-      idx[i] = 0;
-    }
-  }
 }
 
 /// Tiled all_to_all on a buffer of `shape`: dimension `split` is cut into k chunks, chunk j goes
