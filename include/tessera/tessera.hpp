@@ -22,6 +22,7 @@
 #include "tessera/runtime/make_mesh.hpp"
 #include "tessera/runtime/runtime.hpp"
 #include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/team.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
