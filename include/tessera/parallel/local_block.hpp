@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -74,13 +75,15 @@ local_block<T, N, Vma> make_local_block(T const* data, shape_t<N> const& shape) 
   return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{}), shape);
 }
 
-/// A block that owns `t` (a collective's result).
-template <class Vma, class T, std::size_t N>
-local_block<T, N, Vma> own_as_block(xt::xtensor<T, N>&& t) {
-  auto holder = std::make_shared<xt::xtensor<T, N>>(std::move(t));
-  shape_t<N> shape{};
-  for (std::size_t i = 0; i < N; ++i) shape[i] = holder->shape()[i];
+/// A block that owns `h`, anything with `data()` and a `shape` array (a collective's result).
+template <class Vma, class Holder>
+auto own_as_block(Holder&& h) {
+  using H = std::remove_cvref_t<Holder>;
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(h.data())>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(h.shape)>;
+  auto holder = std::make_shared<H>(std::forward<Holder>(h));
   T const* data = holder->data();
+  shape_t<N> const shape = holder->shape;
   using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
   return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{std::move(holder)}), shape);
 }

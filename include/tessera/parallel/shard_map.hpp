@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xnoalias.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include "tessera/array/array.hpp"
@@ -106,20 +108,39 @@ auto results_as_tuple(R&& r) {
   else return std::tuple<std::remove_cvref_t<R>>(std::forward<R>(r));
 }
 
-/// A body result evaluated into memory the device owns (lazy expressions may point at the blocks).
+/// A body's result on one device: its block of the output array and the block's shape.
+template <class T, std::size_t N>
+struct device_result {
+  using value_type = T;
+  static constexpr std::size_t rank = N;
+  device_buffer<T> buf;
+  shape_t<N> shape{};
+};
+
+/// A body result evaluated, in one pass, into memory from the device's cache (lazy expressions
+/// may point at the blocks, so this runs on the device's thread before the body's frame ends).
 template <class V>
-auto own_result(V&& v) {
+auto own_result(V&& v, device_memory* memory) {
   if constexpr (is_scalar_value<V>) {
     using T = typename scalar_type<std::remove_cvref_t<V>>::type;
-    auto t = xt::xtensor<T, 0>::from_shape(shape_t<0>{});
-    t() = static_cast<T>(v);
-    return t;
+    device_result<T, 0> r{device_buffer<T>(1, device_buffer<T>::uninitialized, memory), {}};
+    *r.buf.data() = static_cast<T>(v);
+    return r;
   } else {
     constexpr bool ok = xt::is_xexpression<std::decay_t<V>>::value && has_static_rank_v<V>;
     static_assert(diagnostic::shard_map_result_must_be_a_block<std::remove_cvref_t<V>, ok>::value);
     if constexpr (ok) {
       using T = std::remove_cv_t<typename std::decay_t<V>::value_type>;
-      return xt::xtensor<T, static_rank_v<V>>(std::forward<V>(v));
+      constexpr std::size_t N = static_rank_v<V>;
+      shape_t<N> shape{};
+      for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(v.shape()[i]);
+      std::size_t const count = element_count(shape);
+      device_result<T, N> r{device_buffer<T>(count, device_buffer<T>::uninitialized, memory), shape};
+      if (count != 0) {
+        auto dst = xt::adapt(r.buf.data(), count, xt::no_ownership(), shape);
+        xt::noalias(dst) = std::forward<V>(v);
+      }
+      return r;
     }
   }
 }
@@ -260,7 +281,8 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
 
   template <class R, class Inputs, std::size_t... K, std::size_t... J>
   auto run_checked(Inputs const& inputs, std::index_sequence<K...>, std::index_sequence<J...>) const {
-    using owned_t = std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>()))...>;
+    using owned_t =
+        std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>(), nullptr))...>;
     auto pool = detail::pool_for(named_sharding<Mesh, P<>>(mesh_, P<>{}), "shard_map");
     std::size_t const n = mesh_.num_devices();
     detail::team t(n, mesh_.device_ids());
@@ -274,13 +296,13 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     try {
       pool->run(std::span<int const>(mesh_.device_ids()), [&](int d) {
         std::size_t const pos = *mesh_.position_of(d);
-        detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>};
+        detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
         detail::frame_guard guard(fr);
         try {
           auto r = detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), pos)...));
-          results[pos].emplace(detail::own_result(std::get<J>(std::move(r)))...);
-          // Each result moves into memory the device owns, written by this thread (first touch).
-          ((std::get<J>(buffers)[pos] = to_buffer(std::get<J>(*results[pos]), pool->memory(d))), ...);
+          // Each result lands in memory the device owns, written by this thread (first touch).
+          results[pos].emplace(detail::own_result(std::get<J>(std::move(r)), &pool->memory(d))...);
+          ((std::get<J>(buffers)[pos] = std::move(std::get<J>(*results[pos]).buf)), ...);
           detail::op_signature end;
           end.seq = fr.seq;
           end.describe = fr.describe;
@@ -310,13 +332,6 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     return detail::make_local_block<detail::block_vma<Mesh, Spec>>(a.block_data(pos), detail::block_shape(b));
   }
 
-  template <class T, std::size_t N>
-  static device_buffer<T> to_buffer(xt::xtensor<T, N> const& r, detail::device_memory& mem) {
-    device_buffer<T> buf(r.size(), device_buffer<T>::uninitialized, &mem);
-    if (r.size() != 0) std::memcpy(static_cast<void*>(buf.data()), r.data(), r.size() * sizeof(T));
-    return buf;
-  }
-
   /// The output array of one out_spec from every device's result.
   template <class Spec, class Results, class T, class Get>
   auto assemble(std::size_t j, Results const& results, std::vector<device_buffer<T>>& buffers,
@@ -328,10 +343,10 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     S const s(mesh_, Spec{});
     std::size_t const n = results.size();
     shape_t<N> local{};
-    for (std::size_t i = 0; i < N; ++i) local[i] = get(*results[0]).shape()[i];
+    for (std::size_t i = 0; i < N; ++i) local[i] = get(*results[0]).shape[i];
     for (std::size_t p = 1; p < n; ++p) {
       shape_t<N> other{};
-      for (std::size_t i = 0; i < N; ++i) other[i] = get(*results[p]).shape()[i];
+      for (std::size_t i = 0; i < N; ++i) other[i] = get(*results[p]).shape[i];
       if (other != local)
         throw std::invalid_argument("tessera::shard_map: result " + std::to_string(j) + " has shape " +
                                     detail::shape_string(local) + " on device " + std::to_string(mesh_.device_ids()[0]) +

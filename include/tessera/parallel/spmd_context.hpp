@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "tessera/core/fixed_string.hpp"
 #include "tessera/core/mesh.hpp"
 #include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/device_memory.hpp"
 #include "tessera/runtime/team.hpp"
 
 namespace tessera::detail {
@@ -30,6 +32,8 @@ struct spmd_frame {
   std::vector<std::string_view> axis_names;
   std::vector<std::size_t> sizes;      // mesh axis sizes
   std::string (*describe)(op_signature const&) = nullptr;
+  device_memory* memory = nullptr;     // this device's cache: collective results reuse touched pages
+  std::shared_ptr<void const> owner;   // keeps `memory` alive while a result holds a block of it
 };
 
 inline thread_local spmd_frame* current_frame = nullptr;
