@@ -3,6 +3,7 @@
 // the memory of that device.
 
 #include <algorithm>
+#include <concepts>
 #include <array>
 #include <cstddef>
 #include <memory>
@@ -66,6 +67,12 @@ class array {
 
   /// For the library's factories; users call device_put or make_array_from_callback.
   explicit array(std::shared_ptr<detail::array_storage<T, N, S>> st) : st_(std::move(st)) {}
+  /// Evaluates a sharded expression of this type (`tessera::array r = a + b;`, expr/evaluate.hpp).
+  template <class E>
+    requires requires(E const& e) {
+      { e.evaluate() } -> std::same_as<array>;
+    }
+  array(E const& e) : array(e.evaluate()) {}  // NOLINT: an expression converts to its value
 
   /// x.shape
   shape_t<N> const& shape() const { return st_->shape; }

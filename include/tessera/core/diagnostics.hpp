@@ -55,4 +55,76 @@ struct out_spec_must_name_every_axis_the_result_varies_over {
   static constexpr bool value = true;
 };
 
+/// Fires when an element-wise operation's operands shard one dimension on different Explicit axes.
+template <class Op, std::size_t Dim, axis_name LeftAxis, axis_name RightAxis, bool Ok>
+struct operands_shard_a_dimension_on_different_axes {
+  static_assert(Ok,
+                "tessera: an element-wise operation's operands shard the same dimension on different mesh axes "
+                "(the operation, the result dimension and the axes of the left and right operands are the "
+                "arguments of 'operands_shard_a_dimension_on_different_axes<op, dim, left, right>' above); "
+                "reshard one of them: tessera::reshard(x, tessera::P<...>{})");
+  static constexpr bool value = true;
+};
+
+/// Fires when an element-wise result would shard two dimensions on one Explicit axis.
+template <class Op, std::size_t Dim, axis_name Axis, bool Ok>
+struct result_would_use_a_mesh_axis_twice {
+  static_assert(Ok,
+                "tessera: an element-wise operation's result would shard two dimensions on the same mesh axis, one "
+                "from each operand (the operation, the dimension and the axis are the arguments of "
+                "'result_would_use_a_mesh_axis_twice<op, dim, axis>' above); reshard one operand so the axis "
+                "shards one dimension: tessera::reshard(x, tessera::P<...>{})");
+  static constexpr bool value = true;
+};
+
+/// Fires when the operands of one expression live on meshes of different types.
+template <class LeftMesh, class RightMesh, bool Ok>
+struct operands_must_be_on_the_same_mesh {
+  static_assert(Ok,
+                "tessera: the operands of an expression are on different meshes (both meshes are the arguments of "
+                "'operands_must_be_on_the_same_mesh<left, right>' above); device_put one onto the other's mesh");
+  static constexpr bool value = true;
+};
+
+/// Fires when a reduction names a dimension the operand does not have, or one twice.
+template <class Op, std::size_t Rank, bool Ok>
+struct reduction_axes_must_be_distinct_dimensions_of_the_operand {
+  static_assert(Ok,
+                "tessera: a reduction (sum, mean, max, min, prod) names a dimension that is out of range for its "
+                "operand, or names one twice (the reduction and the operand's rank are the arguments of "
+                "'reduction_axes_must_be_distinct_dimensions_of_the_operand<op, rank>' above; the axes are the "
+                "reduction's template arguments); use dimensions 0 to rank - 1, each once");
+  static constexpr bool value = true;
+};
+
+/// Fires when transpose's axes are not a permutation of the operand's dimensions.
+template <std::size_t Rank, bool Ok>
+struct transpose_axes_must_permute_the_dimensions {
+  static_assert(Ok,
+                "tessera::transpose: the axes are not a permutation of the operand's dimensions (the rank is the "
+                "argument of 'transpose_axes_must_permute_the_dimensions<rank>' above); list each of 0 to rank - 1 "
+                "once");
+  static constexpr bool value = true;
+};
+
+/// Fires when a sharded expression mixes in something that is neither a tessera array nor a number.
+template <class Operand, bool Ok>
+struct operand_must_be_a_sharded_array_or_a_number {
+  static_assert(Ok,
+                "tessera: an operand of a sharded expression is neither a tessera::array, a tessera expression nor a "
+                "number (its type is the argument of 'operand_must_be_a_sharded_array_or_a_number<type>' above); "
+                "device_put host arrays first");
+  static constexpr bool value = true;
+};
+
+/// Fires when jit's in_shardings or out_shardings do not match the arguments or results in number.
+template <std::size_t Given, std::size_t Expected, bool Ok>
+struct jit_shardings_must_match_in_number {
+  static_assert(Ok,
+                "tessera::jit: the number of in_shardings (or out_shardings) differs from the number of arguments "
+                "(or results) (the numbers given and expected are the arguments of "
+                "'jit_shardings_must_match_in_number<given, expected>' above); give one sharding for each");
+  static constexpr bool value = true;
+};
+
 }  // namespace tessera::diagnostic

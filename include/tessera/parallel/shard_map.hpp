@@ -145,21 +145,6 @@ auto own_result(V&& v, device_memory* memory) {
   }
 }
 
-/// The caller-visible error of a failed run: the devices that failed, not those whose
-/// collective was abandoned because of them.
-inline device_error without_abandoned(device_error const& e) {
-  std::vector<device_error::failure> kept;
-  for (auto const& f : e.failures()) {
-    try {
-      std::rethrow_exception(f.second);
-    } catch (collective_aborted const&) {
-    } catch (...) {
-      kept.push_back(f);
-    }
-  }
-  return kept.empty() ? e : device_error(std::move(kept));
-}
-
 /// The mesh axes a spec shards over.
 template <class Spec>
 constexpr axis_set spec_axes() {

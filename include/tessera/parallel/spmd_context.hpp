@@ -18,6 +18,7 @@
 #include "tessera/core/mesh.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/device_memory.hpp"
+#include "tessera/runtime/mesh_group.hpp"
 #include "tessera/runtime/team.hpp"
 
 namespace tessera::detail {
@@ -83,40 +84,10 @@ std::array<std::size_t, K> resolve_axes(spmd_frame const& f, std::array<axis_nam
   return idx;
 }
 
-/// Coordinates of mesh position `pos`, row-major over `sizes`.
-inline std::vector<std::size_t> coordinates(std::size_t pos, std::vector<std::size_t> const& sizes) {
-  std::vector<std::size_t> c(sizes.size());
-  for (std::size_t i = sizes.size(); i-- > 0;) {
-    c[i] = pos % sizes[i];
-    pos /= sizes[i];
-  }
-  return c;
-}
-
-/// The devices that share this device's coordinates off `axes`, ranked row-major over `axes`
-/// in the order given (JAX's axis_index over several axes).
+/// The devices that share this device's coordinates off `axes` (see group_along).
 template <std::size_t K>
 group group_of(spmd_frame const& f, std::array<std::size_t, K> const& axes) {
-  auto const mine = coordinates(f.pos, f.sizes);
-  std::size_t k = 1;
-  for (std::size_t a : axes) k *= f.sizes[a];
-  group g;
-  g.members.resize(k);
-  std::vector<std::size_t> c = mine;
-  for (std::size_t r = 0; r < k; ++r) {
-    std::size_t rest = r;
-    for (std::size_t i = K; i-- > 0;) {
-      c[axes[i]] = rest % f.sizes[axes[i]];
-      rest /= f.sizes[axes[i]];
-    }
-    std::size_t p = 0;
-    for (std::size_t i = 0; i < c.size(); ++i) p = p * f.sizes[i] + c[i];
-    g.members[r] = p;
-  }
-  std::size_t rank = 0;
-  for (std::size_t i = 0; i < K; ++i) rank = rank * f.sizes[axes[i]] + mine[axes[i]];
-  g.rank = rank;
-  return g;
+  return group_along(f.pos, f.sizes, axes);
 }
 
 /// Packs the axes of a collective into a signature.

@@ -23,18 +23,20 @@
 
 namespace tessera::detail {
 
-enum class reduce_op { sum, max, min };
+enum class reduce_op { sum, max, min, prod };
 
 /// out[i] = out[i] op src[i] for i < n.
 template <class T>
 void combine_into(reduce_op op, T* out, T const* src, std::size_t n) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (op == reduce_op::min)
+    if (op == reduce_op::min || op == reduce_op::prod)
       for (std::size_t i = 0; i < n; ++i) out[i] = out[i] && src[i];
     else
       for (std::size_t i = 0; i < n; ++i) out[i] = out[i] || src[i];
   } else if (op == reduce_op::sum) {
     simd::add_into(out, src, n);
+  } else if (op == reduce_op::prod) {
+    simd::mul_into(out, src, n);
   } else if (op == reduce_op::max) {
     simd::max_into(out, src, n);
   } else {

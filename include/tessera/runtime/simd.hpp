@@ -47,6 +47,15 @@ void add_into(T* out, T const* src, std::size_t n) {
   });
 }
 
+/// out[i] *= src[i].
+template <class T>
+void mul_into(T* out, T const* src, std::size_t n) {
+  combine_into(out, src, n, [](auto a, auto b) {
+    if constexpr (std::is_arithmetic_v<decltype(a)>) return static_cast<T>(a * b);
+    else return a * b;
+  });
+}
+
 /// out[i] = src[i] > out[i] ? src[i] : out[i] (a NaN in `out` stays; one in `src` is skipped).
 template <class T>
 void max_into(T* out, T const* src, std::size_t n) {

@@ -20,12 +20,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 namespace tessera {
@@ -240,6 +242,21 @@ class team {
   std::uint32_t spin_;
   std::atomic<bool> aborted_{false};
 };
+
+/// The caller-visible error of a failed run: the devices that failed, not those whose
+/// collective was abandoned because of them.
+inline device_error without_abandoned(device_error const& e) {
+  std::vector<device_error::failure> kept;
+  for (auto const& f : e.failures()) {
+    try {
+      std::rethrow_exception(f.second);
+    } catch (collective_aborted const&) {
+    } catch (...) {
+      kept.push_back(f);
+    }
+  }
+  return kept.empty() ? e : device_error(std::move(kept));
+}
 
 }  // namespace detail
 }  // namespace tessera

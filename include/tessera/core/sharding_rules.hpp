@@ -1,0 +1,154 @@
+#pragma once
+// Sharding propagation at compile time (JAX's explicit-sharding rules), as
+// constexpr functions over plain arrays of dim_spec: the result spec of an
+// element-wise operation, a reduction and a transpose, and what went wrong
+// when there is none. Expression types call these and turn a failure into a
+// diagnostic (core/diagnostics.hpp) on Explicit axes, or a reshard on Auto ones.
+
+#include <array>
+#include <cstddef>
+
+#include "tessera/core/axis_type.hpp"
+#include "tessera/core/mesh.hpp"
+#include "tessera/core/partition_spec.hpp"
+
+namespace tessera::detail {
+
+/// What an element-wise combination of two operands found.
+enum class combine_error {
+  none,
+  conflict,       // one dimension sharded on different axes in the two operands
+  repeated_axis,  // the merged spec would use one mesh axis in two dimensions
+};
+
+/// The result spec of `a op b` (NumPy broadcasting: dimensions aligned from the right), and
+/// on Auto axes which operand is resharded to which spec.
+template <std::size_t R>
+struct combine_result {
+  std::array<dim_spec, R> dims{};
+  combine_error error = combine_error::none;
+  bool explicit_error = false;   // the error involves an Explicit axis: a compile error
+  std::size_t dim = 0;           // the result dimension of the (first) error
+  dim_spec left{}, right{};      // the two entries that clashed
+  bool reshard_left = false;     // Auto: the left operand moves to `left_target`
+  bool reshard_right = false;    // Auto: the right operand moves to `right_target`
+};
+
+/// Whether any axis of `d` is Explicit in `axes`.
+template <std::size_t M>
+constexpr bool has_explicit_axis(dim_spec const& d, std::array<mesh_axis, M> const& axes) {
+  for (std::size_t i = 0; i < d.count; ++i)
+    for (auto const& a : axes)
+      if (a.name == d.axes[i] && a.type == axis_type::explicit_) return true;
+  return false;
+}
+
+/// Entry of an operand of rank `r` for result dimension `d` of a rank-`R` result (none where
+/// the operand has no such dimension: broadcasting adds leading dimensions).
+template <std::size_t Rk>
+constexpr dim_spec aligned(std::array<dim_spec, Rk> const& s, std::size_t R, std::size_t d) {
+  if (d + Rk < R) return dim_spec{};
+  return s[d + Rk - R];
+}
+
+/// JAX's element-wise rule, per dimension: equal entries keep; None with X gives X; X with Y
+/// is a conflict; a merged spec that uses one axis twice is a conflict. `left_wins` picks the
+/// operand whose sharding an Auto conflict keeps (the other is resharded).
+template <std::size_t RA, std::size_t RB, std::size_t M>
+constexpr auto combine_elementwise(std::array<dim_spec, RA> const& a, std::array<dim_spec, RB> const& b,
+                                   std::array<mesh_axis, M> const& axes, bool left_wins) {
+  constexpr std::size_t R = RA > RB ? RA : RB;
+  combine_result<R> r;
+  for (std::size_t d = 0; d < R; ++d) {
+    dim_spec const x = aligned(a, R, d), y = aligned(b, R, d);
+    if (x == y || y.is_none()) {
+      r.dims[d] = x;
+    } else if (x.is_none()) {
+      r.dims[d] = y;
+    } else {
+      if (r.error == combine_error::none) {
+        r.error = combine_error::conflict;
+        r.dim = d;
+        r.left = x;
+        r.right = y;
+      }
+      r.explicit_error = r.explicit_error || has_explicit_axis(x, axes) || has_explicit_axis(y, axes);
+      r.dims[d] = left_wins ? x : y;
+      (left_wins ? r.reshard_right : r.reshard_left) = true;
+    }
+  }
+  // An axis used in two dimensions (one from each operand): the losing operand's use goes.
+  for (std::size_t d = 0; d < R; ++d)
+    for (std::size_t e = 0; e < R; ++e) {
+      if (d == e) continue;
+      for (std::size_t i = 0; i < r.dims[d].count; ++i)
+        if (r.dims[e].uses(r.dims[d].axes[i])) {
+          // Which operand brought the entry of dimension e?
+          dim_spec const xe = aligned(a, R, e), ye = aligned(b, R, e);
+          bool const e_from_loser = left_wins ? !(xe == r.dims[e]) : !(ye == r.dims[e]);
+          if (!e_from_loser) continue;
+          if (r.error == combine_error::none) {
+            r.error = combine_error::repeated_axis;
+            r.dim = e;
+            r.left = left_wins ? r.dims[d] : r.dims[e];
+            r.right = left_wins ? r.dims[e] : r.dims[d];
+          }
+          r.explicit_error = r.explicit_error || has_explicit_axis(r.dims[e], axes);
+          (left_wins ? r.reshard_right : r.reshard_left) = true;
+          r.dims[e] = dim_spec{};
+        }
+    }
+  return r;
+}
+
+/// The spec an operand moves to when an Auto conflict is resolved against it: the result's
+/// entry wherever the operand's dimension is sharded (None dimensions are sliced in place).
+template <std::size_t Rk, std::size_t R>
+constexpr std::array<dim_spec, Rk> reshard_target(std::array<dim_spec, Rk> const& s,
+                                                  std::array<dim_spec, R> const& result) {
+  std::array<dim_spec, Rk> t{};
+  for (std::size_t j = 0; j < Rk; ++j) t[j] = s[j].is_none() ? dim_spec{} : result[j + R - Rk];
+  return t;
+}
+
+/// Whether `dims` lists distinct dimensions below `rank`.
+template <std::size_t K>
+constexpr bool valid_axes(std::array<std::size_t, K> const& dims, std::size_t rank) {
+  for (std::size_t i = 0; i < K; ++i) {
+    if (dims[i] >= rank) return false;
+    for (std::size_t j = 0; j < i; ++j)
+      if (dims[i] == dims[j]) return false;
+  }
+  return true;
+}
+
+/// The spec of a reduction over `dims`: the other dimensions keep their entries.
+template <std::size_t R, std::size_t K>
+constexpr auto reduce_spec(std::array<dim_spec, R> const& s, std::array<std::size_t, K> const& dims) {
+  std::array<dim_spec, R - K> out{};
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < R; ++i) {
+    bool reduced = false;
+    for (std::size_t k : dims) reduced = reduced || k == i;
+    if (!reduced) out[j++] = s[i];
+  }
+  return out;
+}
+
+/// The spec of a transpose: entry i of the result is entry perm[i] of the operand.
+template <std::size_t R>
+constexpr std::array<dim_spec, R> permute_spec(std::array<dim_spec, R> const& s, std::array<std::size_t, R> const& perm) {
+  std::array<dim_spec, R> out{};
+  for (std::size_t i = 0; i < R; ++i) out[i] = s[perm[i]];
+  return out;
+}
+
+/// A spec padded (with None) or taken to `R` entries.
+template <std::size_t R, std::size_t K>
+constexpr std::array<dim_spec, R> full_spec(std::array<dim_spec, K> const& s) {
+  std::array<dim_spec, R> out{};
+  for (std::size_t i = 0; i < R && i < K; ++i) out[i] = s[i];
+  return out;
+}
+
+}  // namespace tessera::detail

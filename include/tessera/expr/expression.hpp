@@ -1,0 +1,433 @@
+#pragma once
+// Sharded expressions: `a + b`, `sin(x)`, `sum<0>(x)` build a tree of these
+// types, and the sharding of every node is computed when the program is
+// compiled (core/sharding_rules.hpp): `spec` is a constexpr member. A conflict
+// on Explicit axes fails to compile in our words; on Auto axes the operand
+// that loses is resharded before the pass. Nodes hold their operands by value
+// (an array is a shared handle to immutable blocks), so an expression never
+// dangles: returning `a + b` from a function is safe.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/array/array.hpp"
+#include "tessera/array/shape.hpp"
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/named_sharding.hpp"
+#include "tessera/core/partition_spec.hpp"
+#include "tessera/core/sharding_rules.hpp"
+#include "tessera/expr/cursor.hpp"
+
+namespace tessera {
+
+/// Base of every expression node type (what tessera::sharded_expression recognises).
+struct expression_tag {};
+
+namespace detail {
+template <class E>
+struct is_named_array : std::false_type {};
+template <class T, std::size_t N, class M, class S>
+struct is_named_array<array<T, N, named_sharding<M, S>>> : std::true_type {};
+}  // namespace detail
+
+/// A tessera expression node (the result of an operation on arrays, not yet evaluated).
+template <class E>
+concept expression_node = std::is_base_of_v<expression_tag, std::remove_cvref_t<E>>;
+
+/// Something with a sharding known at compile time: an array on a mesh, or an expression of them.
+template <class E>
+concept sharded_expression = detail::is_named_array<std::remove_cvref_t<E>>::value || expression_node<E>;
+
+/// A number inside an expression; weakly typed, as a Python scalar is in JAX.
+template <class S>
+struct scalar_operand {
+  using value_type = S;
+  static constexpr std::size_t rank = 0;
+  S value;
+};
+
+namespace detail {
+
+template <class S>
+struct is_scalar_operand : std::false_type {};
+template <class S>
+struct is_scalar_operand<scalar_operand<S>> : std::true_type {};
+
+/// What a node stores for an operand: numbers wrapped, everything else by value.
+template <class X>
+using stored_t = std::conditional_t<std::is_arithmetic_v<std::remove_cvref_t<X>>,
+                                    scalar_operand<std::remove_cvref_t<X>>, std::remove_cvref_t<X>>;
+
+template <class X>
+stored_t<X> store(X&& x) {
+  if constexpr (std::is_arithmetic_v<std::remove_cvref_t<X>>) return stored_t<X>{x};
+  else return std::forward<X>(x);
+}
+
+/// A spec's entries for dimensions 0..N-1 (None past its end), built without mutation: GCC 12
+/// rejects a static constexpr member whose initializer assigns when it is first read inside
+/// another constant evaluation.
+template <class S, std::size_t... I>
+constexpr std::array<dim_spec, sizeof...(I)> padded_spec(std::index_sequence<I...>) {
+  return {S::dim(I)...};
+}
+
+/// Rank, mesh and spec of a stored operand.
+template <class E, class = void>
+struct operand_traits;
+template <class T, std::size_t N, class M, class S>
+struct operand_traits<array<T, N, named_sharding<M, S>>> {
+  using value_type = T;
+  using mesh_type = M;
+  static constexpr std::size_t rank = N;
+  static constexpr std::array<dim_spec, N> spec = padded_spec<S>(std::make_index_sequence<N>{});
+};
+template <class S>
+struct operand_traits<scalar_operand<S>> {
+  using value_type = S;
+  using mesh_type = void;
+  static constexpr std::size_t rank = 0;
+  static constexpr std::array<dim_spec, 0> spec{};
+};
+template <class E>
+struct operand_traits<E, std::enable_if_t<expression_node<E>>> {
+  using value_type = typename E::value_type;
+  using mesh_type = typename E::mesh_type;
+  static constexpr std::size_t rank = E::rank;
+  static constexpr std::array<dim_spec, E::rank> spec = E::spec;
+};
+
+/// The first mesh among the operands (numbers have none).
+template <class... E>
+struct first_mesh {
+  using type = void;
+};
+template <class E, class... Rest>
+struct first_mesh<E, Rest...> {
+  using type = std::conditional_t<std::is_void_v<typename operand_traits<E>::mesh_type>,
+                                  typename first_mesh<Rest...>::type, typename operand_traits<E>::mesh_type>;
+};
+template <class... E>
+using first_mesh_t = typename first_mesh<E...>::type;
+
+/// A spec entry rebuilt the way P<"x"> builds one, so that equal entries are equal template
+/// arguments to GCC 12 whatever constant evaluation computed them (it crashes otherwise).
+constexpr dim_spec canonical(dim_spec const& d) {
+  if (d.count == 0) return dim_spec(none);
+  dim_spec c(d.axes[0]);
+  for (std::size_t i = 1; i < d.count; ++i) c.axes[c.count++] = d.axes[i];
+  return c;
+}
+
+template <std::size_t R, std::size_t... I>
+constexpr std::array<dim_spec, R> canonical_spec(std::array<dim_spec, R> const& s, std::index_sequence<I...>) {
+  return {canonical(s[I])...};
+}
+/// Every entry of a spec canonical (for specs used as template arguments).
+template <std::size_t R>
+constexpr std::array<dim_spec, R> canonical_spec(std::array<dim_spec, R> const& s) {
+  return canonical_spec(s, std::make_index_sequence<R>{});
+}
+
+/// P<Spec[0], Spec[1], ...> from a constexpr array.
+template <auto Spec, class Seq = std::make_index_sequence<Spec.size()>>
+struct spec_type;
+template <auto Spec, std::size_t... I>
+struct spec_type<Spec, std::index_sequence<I...>> {
+  using type = P<canonical(Spec[I])...>;
+};
+template <auto Spec>
+using spec_type_t = typename spec_type<Spec>::type;
+
+/// Every operand of an expression on one mesh: the run-time half of the check (same axes,
+/// but also the same sizes and devices).
+template <class Mesh>
+void check_same_mesh(Mesh const& a, Mesh const& b, char const* what) {
+  if (!(a == b)) {
+    std::ostringstream os;
+    os << "tessera::" << what << ": the operands are on different meshes, " << a << " over devices "
+       << join_ints(a.device_ids()) << " and " << b << " over devices " << join_ints(b.device_ids())
+       << "; device_put one onto the other's mesh";
+    throw std::invalid_argument(os.str());
+  }
+}
+
+/// Materialised results (reductions, resharded operands): computed once, on first use, and
+/// shared by copies of the node. Arrays are immutable, so a result never goes stale.
+template <class A>
+struct result_cache {
+  std::once_flag once;
+  std::optional<A> value;
+};
+
+/// The array an operand evaluates to: its own element type, rank, mesh and propagated spec.
+template <class E>
+using array_of_t = array<typename operand_traits<E>::value_type, operand_traits<E>::rank,
+                         named_sharding<typename operand_traits<E>::mesh_type,
+                                        spec_type_t<operand_traits<E>::spec>>>;
+
+/// Declared here, defined in expr/evaluate.hpp: an expression evaluated into an array with its propagated sharding.
+template <class E>
+auto evaluate(E const& e);
+
+/// The mesh of a stored operand (nullptr for numbers).
+template <class E>
+auto const* mesh_of(E const& e) {
+  if constexpr (is_named_array<E>::value) return &e.sharding().mesh();
+  else if constexpr (is_scalar_operand<E>::value) return static_cast<void const*>(nullptr);
+  else return &e.mesh();
+}
+
+template <class E>
+auto shape_of(E const& e) {
+  if constexpr (is_scalar_operand<E>::value) return shape_t<0>{};
+  else return e.shape();
+}
+
+template <class E>
+void prepare(E const& e) {
+  if constexpr (expression_node<E>) e.prepare();
+}
+
+/// The cursor of a stored operand for the device at `pos`, whose result block is `rb` of a
+/// result of global shape `rs` (Q = max(rank, 1) dimensions).
+template <std::size_t Q, class E>
+auto cursor_of(E const& e, std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) {
+  if constexpr (is_scalar_operand<E>::value) {
+    return scalar_cursor<typename E::value_type>{e.value};
+  } else if constexpr (is_named_array<E>::value) {
+    constexpr std::size_t N = E::rank;
+    std::array<std::size_t, N> perm{};
+    for (std::size_t i = 0; i < N; ++i) perm[i] = i;
+    return make_leaf_cursor<typename E::value_type, Q, N>(e.block_data(pos), e.sharding().block(pos, e.shape()),
+                                                          e.shape(), perm, rb, rs);
+  } else {
+    return e.template cursor<Q>(pos, rb, rs);
+  }
+}
+
+/// Whether an operand's spec fits the result's: every sharded dimension sharded alike.
+template <std::size_t K, std::size_t R>
+constexpr bool fits(std::array<dim_spec, K> const& s, std::array<dim_spec, R> const& result) {
+  for (std::size_t j = 0; j < K; ++j)
+    if (!s[j].is_none() && !(s[j] == result[j + R - K])) return false;
+  return true;
+}
+
+}  // namespace detail
+
+/// An operand moved to another sharding before the pass (an Auto-axis conflict, or reshard()).
+/// jax.lax.with_sharding_constraint / jax.sharding.reshard of an intermediate.
+template <class A, auto Target>
+class resharded : public expression_tag {
+ public:
+  using value_type = typename detail::operand_traits<A>::value_type;
+  using mesh_type = typename detail::operand_traits<A>::mesh_type;
+  static constexpr std::size_t rank = detail::operand_traits<A>::rank;
+  static constexpr std::array<dim_spec, rank> spec = Target;
+  using sharding_type = named_sharding<mesh_type, detail::spec_type_t<Target>>;
+  using array_type = array<value_type, rank, sharding_type>;
+
+  explicit resharded(A a) : a_(std::move(a)), cache_(std::make_shared<detail::result_cache<array_type>>()) {}
+
+  shape_t<rank> shape() const { return detail::shape_of(a_); }
+  mesh_type const& mesh() const { return *detail::mesh_of(a_); }
+  /// The operand before the move.
+  A const& operand() const { return a_; }
+
+  /// Evaluates the operand and moves it (once; copies of this node share the result).
+  /// Evaluates the node into an array (one fused pass per device).
+  auto evaluate() const { return detail::evaluate(*this); }
+  void prepare() const;
+  array_type const& result() const {
+    prepare();
+    return *cache_->value;
+  }
+  template <std::size_t Q>
+  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    return detail::cursor_of<Q>(*cache_->value, pos, rb, rs);
+  }
+
+ private:
+  A a_;
+  std::shared_ptr<detail::result_cache<array_type>> cache_;
+};
+
+/// An element-wise operation over operands broadcast NumPy-style (jnp.add, jnp.sin, jnp.where, ...):
+/// Op computes in C and gives R.
+template <class Op, class C, class R, class... Args>
+class elementwise : public expression_tag {
+ public:
+  using value_type = R;
+  using mesh_type = detail::first_mesh_t<Args...>;
+  static constexpr std::size_t rank = std::max({detail::operand_traits<Args>::rank...});
+  static constexpr std::array<dim_spec, rank> spec = [] {
+    std::array<dim_spec, rank> s{};
+    auto merge = [&](auto const& o) {
+      for (std::size_t j = 0; j < o.size(); ++j)
+        if (!o[j].is_none()) s[j + rank - o.size()] = o[j];
+    };
+    (merge(detail::operand_traits<Args>::spec), ...);
+    return s;
+  }();
+  static_assert((detail::fits(detail::operand_traits<Args>::spec, spec) && ...),
+                "tessera: internal: the operands of an element-wise node must be resharded to fit it first");
+  using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;
+
+  /// Checks the meshes and broadcasts the shapes now, as JAX does when it traces.
+  explicit elementwise(Args... args) : args_(std::move(args)...) {
+    mesh_type const* m = nullptr;
+    std::apply(
+        [&](auto const&... a) {
+          auto one = [&](auto const& x) {
+            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value) {
+              if (m == nullptr) m = detail::mesh_of(x);
+              else detail::check_same_mesh(*m, *detail::mesh_of(x), "expression");
+            }
+          };
+          (one(a), ...);
+        },
+        args_);
+    shape_.fill(1);
+    std::array<bool, rank> seen{};
+    std::apply([&](auto const&... a) { (broadcast_into(detail::shape_of(a), seen), ...); }, args_);
+    std::apply([&](auto const&... a) { (check_broadcast_sharding(a), ...); }, args_);
+  }
+
+  /// x.shape
+  shape_t<rank> const& shape() const { return shape_; }
+  /// The mesh of the operands.
+  mesh_type const& mesh() const {
+    mesh_type const* m = nullptr;
+    std::apply(
+        [&](auto const&... a) {
+          auto one = [&](auto const& x) {
+            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
+              if (m == nullptr) m = detail::mesh_of(x);
+          };
+          (one(a), ...);
+        },
+        args_);
+    return *m;
+  }
+  /// The operands.
+  std::tuple<Args...> const& operands() const { return args_; }
+
+  /// Evaluates the node into an array (one fused pass per device).
+  auto evaluate() const { return detail::evaluate(*this); }
+  void prepare() const {
+    std::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);
+  }
+  template <std::size_t Q>
+  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    return std::apply(
+        [&](auto const&... a) {
+          return detail::map_cursor<Op, C, R, decltype(detail::cursor_of<Q>(a, pos, rb, rs))...>{
+              {detail::cursor_of<Q>(a, pos, rb, rs)...}};
+        },
+        args_);
+  }
+
+ private:
+  template <std::size_t K>
+  void broadcast_into(shape_t<K> const& s, std::array<bool, rank>& seen) {
+    for (std::size_t j = 0; j < K; ++j) {
+      std::size_t const d = j + rank - K;
+      if (s[j] == 1) continue;
+      if (seen[d] && shape_[d] != s[j]) {
+        std::string shapes;
+        std::apply([&](auto const&... a) {
+          auto one = [&](auto const& x) {
+            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
+              shapes += (shapes.empty() ? "" : " and ") + detail::shape_string(detail::shape_of(x));
+          };
+          (one(a), ...);
+        }, args_);
+        throw std::invalid_argument("tessera: operands of shapes " + shapes +
+                                    " do not broadcast together: result dimension " + std::to_string(d) +
+                                    " would have sizes " + std::to_string(shape_[d]) + " and " +
+                                    std::to_string(s[j]));
+      }
+      shape_[d] = s[j];
+      seen[d] = true;
+    }
+  }
+  /// A size-1 dimension that broadcasts must be whole on every device.
+  template <class X>
+  void check_broadcast_sharding(X const& x) const {
+    if constexpr (!detail::is_scalar_operand<X>::value) {
+      constexpr auto s = detail::operand_traits<X>::spec;
+      constexpr std::size_t K = s.size();
+      auto const xs = detail::shape_of(x);
+      for (std::size_t j = 0; j < K; ++j)
+        if (xs[j] == 1 && shape_[j + rank - K] != 1 && !s[j].is_none())
+          throw std::invalid_argument("tessera: dimension " + std::to_string(j) + " of an operand of shape " +
+                                      detail::shape_string(xs) +
+                                      " has size 1 and broadcasts, but it is sharded over mesh axes; replicate it "
+                                      "(reshard it to None in that dimension)");
+    }
+  }
+
+  std::tuple<Args...> args_;
+  shape_t<rank> shape_{};
+};
+
+/// A transpose (jnp.transpose(x, axes)): result dimension i is the operand's Perm[i]. Free on an
+/// array (the strides are permuted); an expression is evaluated first.
+template <class A, std::size_t... Perm>
+class transposed : public expression_tag {
+ public:
+  using value_type = typename detail::operand_traits<A>::value_type;
+  using mesh_type = typename detail::operand_traits<A>::mesh_type;
+  static constexpr std::size_t rank = sizeof...(Perm);
+  static constexpr std::array<std::size_t, rank> perm{Perm...};
+  static constexpr std::array<dim_spec, rank> spec = detail::permute_spec(detail::operand_traits<A>::spec, perm);
+  using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;
+
+  explicit transposed(A a) : a_(std::move(a)) {
+    if constexpr (!detail::is_named_array<A>::value) cache_ = std::make_shared<cache_type>();
+  }
+  shape_t<rank> shape() const {
+    auto const s = detail::shape_of(a_);
+    shape_t<rank> out{};
+    for (std::size_t i = 0; i < rank; ++i) out[i] = s[perm[i]];
+    return out;
+  }
+  mesh_type const& mesh() const { return *detail::mesh_of(a_); }
+  /// Evaluates the node into an array (one fused pass per device).
+  auto evaluate() const { return detail::evaluate(*this); }
+  void prepare() const {
+    if constexpr (!detail::is_named_array<A>::value) {
+      detail::prepare(a_);
+      std::call_once(cache_->once, [&] { cache_->value.emplace(detail::evaluate(a_)); });
+    }
+  }
+  template <std::size_t Q>
+  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    auto const& x = source();
+    return detail::make_leaf_cursor<value_type, Q, rank>(x.block_data(pos), x.sharding().block(pos, x.shape()),
+                                                         x.shape(), perm, rb, rs);
+  }
+
+ private:
+  auto const& source() const {
+    if constexpr (detail::is_named_array<A>::value) return a_;
+    else return *cache_->value;
+  }
+  using cache_type =
+      std::conditional_t<detail::is_named_array<A>::value, int, detail::result_cache<detail::array_of_t<A>>>;
+  A a_;
+  std::shared_ptr<cache_type> cache_;
+};
+
+}  // namespace tessera

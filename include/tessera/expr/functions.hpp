@@ -1,0 +1,320 @@
+#pragma once
+// The operations users write on sharded arrays (jnp's names): operators,
+// math functions, where, astype, reductions and transpose. Each builds an
+// expression node; its sharding is decided here, at compile time, by the
+// rules of core/sharding_rules.hpp.
+
+#include <array>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/core/diagnostics.hpp"
+#include "tessera/core/sharding_rules.hpp"
+#include "tessera/expr/expression.hpp"
+#include "tessera/expr/ops.hpp"
+#include "tessera/expr/promote.hpp"
+#include "tessera/expr/reduction.hpp"
+
+namespace tessera {
+
+/// A sharded expression or a number: what the operations accept.
+template <class X>
+concept expression_operand = sharded_expression<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
+
+namespace detail {
+
+/// The combined rule over every operand, folded left to right; an Auto conflict keeps the
+/// sharding of the operand of higher rank (the other one, broadcast, moves fewer bytes), the
+/// left one when the ranks are equal.
+template <std::size_t M, std::size_t RA>
+constexpr auto combine_all(std::array<mesh_axis, M> const&, combine_result<RA> const& acc) {
+  return acc;
+}
+template <std::size_t M, std::size_t RA, std::size_t RB, class... Rest>
+constexpr auto combine_all(std::array<mesh_axis, M> const& axes, combine_result<RA> const& acc,
+                           std::array<dim_spec, RB> const& b, Rest const&... rest) {
+  auto r = combine_elementwise(acc.dims, b, axes, RA >= RB);
+  constexpr std::size_t R = RA > RB ? RA : RB;
+  if (acc.error != combine_error::none) {
+    r.error = acc.error;
+    r.dim = acc.dim + (R - RA);
+    r.left = acc.left;
+    r.right = acc.right;
+  }
+  r.explicit_error = r.explicit_error || acc.explicit_error;
+  return combine_all(axes, r, rest...);
+}
+
+template <class Mesh, class X>
+constexpr bool same_mesh_as() {
+  using XM = typename operand_traits<X>::mesh_type;
+  return diagnostic::operands_must_be_on_the_same_mesh<Mesh, XM, std::is_void_v<XM> || std::is_same_v<Mesh, XM>>::value;
+}
+
+/// The operand as the node stores it: resharded when it does not fit the result's spec.
+template <auto Result, class X>
+auto fit(X x) {
+  constexpr auto s = operand_traits<X>::spec;
+  if constexpr (is_scalar_operand<X>::value || fits(s, Result)) return x;
+  else return resharded<X, canonical_spec(reshard_target(s, Result))>(std::move(x));
+}
+
+/// The element-wise node of Op over stored operands, computing in C and giving R.
+template <class Op, class C, class R, class... X>
+auto make_elementwise(X... x) {
+  using Mesh = first_mesh_t<X...>;
+  static_assert(!std::is_void_v<Mesh>, "tessera: internal: an expression needs one sharded operand");
+  static_assert((same_mesh_as<Mesh, X>() && ...));
+  constexpr auto rule = combine_all(Mesh::axes, combine_result<0>{}, operand_traits<X>::spec...);
+  if constexpr (rule.error == combine_error::conflict && rule.explicit_error) {
+    static_assert(diagnostic::operands_shard_a_dimension_on_different_axes<Op, rule.dim, rule.left.axes[0],
+                                                                          rule.right.axes[0], false>::value);
+    return 0;
+  } else if constexpr (rule.error == combine_error::repeated_axis && rule.explicit_error) {
+    static_assert(diagnostic::result_would_use_a_mesh_axis_twice<Op, rule.dim, rule.right.axes[0], false>::value);
+    return 0;
+  } else {
+    constexpr auto dims = canonical_spec(rule.dims);
+    return elementwise<Op, C, R, decltype(fit<dims>(std::move(x)))...>(fit<dims>(std::move(x))...);
+  }
+}
+
+template <class X>
+using value_t = typename operand_traits<stored_t<X>>::value_type;
+
+/// The type two operands compute in: jnp.promote_types, numbers weakly typed.
+template <class A, class B>
+struct binary_type {
+  using TA = value_t<A>;
+  using TB = value_t<B>;
+  static constexpr bool a_number = std::is_arithmetic_v<std::remove_cvref_t<A>>;
+  static constexpr bool b_number = std::is_arithmetic_v<std::remove_cvref_t<B>>;
+  using type = std::conditional_t<
+      a_number, typename promote_weak<TB, TA>::type,
+      std::conditional_t<b_number, typename promote_weak<TA, TB>::type, promote_t<TA, TB>>>;
+};
+template <class A, class B>
+using binary_type_t = typename binary_type<A, B>::type;
+
+template <class Op, class A, class B>
+auto arithmetic(A&& a, B&& b) {
+  using C = binary_type_t<A, B>;
+  return make_elementwise<Op, C, C>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+}
+template <class Op, class A, class B>
+auto comparison(A&& a, B&& b) {
+  using C = binary_type_t<A, B>;
+  return make_elementwise<Op, C, bool>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+}
+template <class Op, class X>
+auto floating_function(X&& x) {
+  using C = float_of_t<value_t<X>>;
+  return make_elementwise<Op, C, C>(store(std::forward<X>(x)));
+}
+
+/// A binary operation needs a sharded operand on one side and an operand on the other.
+template <class A, class B>
+concept binary_operands = (sharded_expression<A> || sharded_expression<B>) && expression_operand<A> &&
+                          expression_operand<B>;
+
+}  // namespace detail
+
+/// jnp.add
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator+(A&& a, B&& b) {
+  return detail::arithmetic<op::add>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.subtract
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator-(A&& a, B&& b) {
+  return detail::arithmetic<op::subtract>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.multiply
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator*(A&& a, B&& b) {
+  return detail::arithmetic<op::multiply>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.true_divide: always floating, as `/` is in JAX (int32 / int32 is float32).
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator/(A&& a, B&& b) {
+  using C = detail::float_of_t<detail::binary_type_t<A, B>>;
+  return detail::make_elementwise<op::divide, C, C>(detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
+}
+/// jnp.negative
+template <sharded_expression X>
+auto operator-(X&& x) {
+  using T = detail::value_t<X>;
+  return detail::make_elementwise<op::negate, T, T>(detail::store(std::forward<X>(x)));
+}
+/// jnp.equal
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator==(A&& a, B&& b) {
+  return detail::comparison<op::equal>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.not_equal
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator!=(A&& a, B&& b) {
+  return detail::comparison<op::not_equal>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.less
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator<(A&& a, B&& b) {
+  return detail::comparison<op::less>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.less_equal
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator<=(A&& a, B&& b) {
+  return detail::comparison<op::less_equal>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.greater
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator>(A&& a, B&& b) {
+  return detail::comparison<op::greater>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.greater_equal
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto operator>=(A&& a, B&& b) {
+  return detail::comparison<op::greater_equal>(std::forward<A>(a), std::forward<B>(b));
+}
+
+/// jnp.maximum (NaN-propagating)
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto maximum(A&& a, B&& b) {
+  return detail::arithmetic<op::maximum>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.minimum (NaN-propagating)
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto minimum(A&& a, B&& b) {
+  return detail::arithmetic<op::minimum>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.power
+template <class A, class B>
+  requires detail::binary_operands<A, B>
+auto pow(A&& a, B&& b) {
+  return detail::arithmetic<op::power>(std::forward<A>(a), std::forward<B>(b));
+}
+/// jnp.clip(x, lo, hi): minimum(maximum(x, lo), hi).
+template <sharded_expression X, expression_operand L, expression_operand H>
+auto clip(X&& x, L&& lo, H&& hi) {
+  return minimum(maximum(std::forward<X>(x), std::forward<L>(lo)), std::forward<H>(hi));
+}
+/// jax.nn.relu: maximum(x, 0).
+template <sharded_expression X>
+auto relu(X&& x) {
+  return maximum(std::forward<X>(x), 0);
+}
+/// jnp.abs
+template <sharded_expression X>
+auto abs(X&& x) {
+  using T = detail::value_t<X>;
+  return detail::make_elementwise<op::abs, T, T>(detail::store(std::forward<X>(x)));
+}
+
+#define TESSERA_FLOATING(NAME, JNP)                           \
+  /** JNP (integers compute in floating point, as in JAX) */ \
+  template <sharded_expression X>                             \
+  auto NAME(X&& x) {                                          \
+    return detail::floating_function<op::NAME>(std::forward<X>(x)); \
+  }
+TESSERA_FLOATING(sin, jnp.sin)
+TESSERA_FLOATING(cos, jnp.cos)
+TESSERA_FLOATING(tan, jnp.tan)
+TESSERA_FLOATING(exp, jnp.exp)
+TESSERA_FLOATING(log, jnp.log)
+TESSERA_FLOATING(log1p, jnp.log1p)
+TESSERA_FLOATING(sqrt, jnp.sqrt)
+TESSERA_FLOATING(rsqrt, jax.lax.rsqrt)
+TESSERA_FLOATING(tanh, jnp.tanh)
+TESSERA_FLOATING(sigmoid, jax.nn.sigmoid)
+#undef TESSERA_FLOATING
+
+/// jnp.where(c, a, b): a where c is true, else b.
+template <expression_operand Cond, expression_operand A, expression_operand B>
+  requires(sharded_expression<Cond> || sharded_expression<A> || sharded_expression<B>)
+auto where(Cond&& c, A&& a, B&& b) {
+  using C = detail::binary_type_t<A, B>;
+  return detail::make_elementwise<op::where, C, C>(detail::store(std::forward<Cond>(c)), detail::store(std::forward<A>(a)),
+                                                    detail::store(std::forward<B>(b)));
+}
+
+/// x.astype(T)
+template <element_type T, sharded_expression X>
+auto astype(X&& x) {
+  return detail::make_elementwise<op::convert, T, T>(detail::store(std::forward<X>(x)));
+}
+
+namespace detail {
+template <class Op, std::size_t... Axes, class X>
+auto make_reduction(X x) {
+  constexpr std::size_t N = operand_traits<X>::rank;
+  if constexpr (sizeof...(Axes) == 0) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return reduction<Op, X, I...>(std::move(x));
+    }(std::make_index_sequence<N>{});
+  } else {
+    constexpr bool ok = valid_axes(std::array<std::size_t, sizeof...(Axes)>{Axes...}, N);
+    static_assert(diagnostic::reduction_axes_must_be_distinct_dimensions_of_the_operand<Op, N, ok>::value);
+    if constexpr (ok) return reduction<Op, X, Axes...>(std::move(x));
+    else return 0;
+  }
+}
+}  // namespace detail
+
+/// jnp.sum(x, axis=(Axes...)); every axis when none is given. A sharded reduced dimension
+/// is summed over its mesh axes (an all-reduce), so the result is replicated over them.
+template <std::size_t... Axes, sharded_expression X>
+auto sum(X&& x) {
+  return detail::make_reduction<op::sum, Axes...>(detail::store(std::forward<X>(x)));
+}
+/// jnp.mean(x, axis=(Axes...)): floating, as in JAX.
+template <std::size_t... Axes, sharded_expression X>
+auto mean(X&& x) {
+  return detail::make_reduction<op::mean, Axes...>(detail::store(std::forward<X>(x)));
+}
+/// jnp.max(x, axis=(Axes...))
+template <std::size_t... Axes, sharded_expression X>
+auto max(X&& x) {
+  return detail::make_reduction<op::max, Axes...>(detail::store(std::forward<X>(x)));
+}
+/// jnp.min(x, axis=(Axes...))
+template <std::size_t... Axes, sharded_expression X>
+auto min(X&& x) {
+  return detail::make_reduction<op::min, Axes...>(detail::store(std::forward<X>(x)));
+}
+/// jnp.prod(x, axis=(Axes...))
+template <std::size_t... Axes, sharded_expression X>
+auto prod(X&& x) {
+  return detail::make_reduction<op::prod, Axes...>(detail::store(std::forward<X>(x)));
+}
+
+/// jnp.transpose(x, axes=(Perm...)); reversed dimensions when none are given (x.T).
+template <std::size_t... Perm, sharded_expression X>
+auto transpose(X&& x) {
+  using S = detail::stored_t<X>;
+  constexpr std::size_t N = detail::operand_traits<S>::rank;
+  if constexpr (sizeof...(Perm) == 0) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return transposed<S, (N - 1 - I)...>(detail::store(std::forward<X>(x)));
+    }(std::make_index_sequence<N>{});
+  } else {
+    constexpr bool ok = sizeof...(Perm) == N && detail::valid_axes(std::array<std::size_t, sizeof...(Perm)>{Perm...}, N);
+    static_assert(diagnostic::transpose_axes_must_permute_the_dimensions<N, ok>::value);
+    if constexpr (ok) return transposed<S, Perm...>(detail::store(std::forward<X>(x)));
+    else return 0;
+  }
+}
+
+}  // namespace tessera

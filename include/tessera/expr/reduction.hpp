@@ -1,0 +1,255 @@
+#pragma once
+// Reductions (jnp.sum, mean, max, min, prod over compile-time axes): each
+// device reduces its block in one pass over the operand expression, then the
+// devices that hold parts of the same result all-reduce over the mesh axes of
+// the reduced dimensions. The result is replicated over those axes (JAX's
+// "partially replicated" sum over a sharded dimension).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/array/placement.hpp"
+#include "tessera/expr/cursor.hpp"
+#include "tessera/expr/evaluate.hpp"
+#include "tessera/expr/expression.hpp"
+#include "tessera/expr/ops.hpp"
+#include "tessera/expr/promote.hpp"
+#include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/device_error.hpp"
+#include "tessera/runtime/mesh_group.hpp"
+#include "tessera/runtime/team.hpp"
+
+namespace tessera {
+
+namespace detail {
+
+/// The element type of a reduction of T, as jnp gives it: sums and products of small
+/// integers and bools widen to 32 bits, means are floating, max and min keep T.
+template <class Op, class T>
+struct reduction_type {
+  static auto pick() {
+    if constexpr (std::is_same_v<Op, op::mean>) return float_of_t<T>{};
+    else if constexpr (std::is_same_v<Op, op::max> || std::is_same_v<Op, op::min>) return T{};
+    else if constexpr (std::is_same_v<T, bool> || (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) < 4))
+      return std::int32_t{};
+    else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) < 4) return std::uint32_t{};
+    else return T{};
+  }
+  using type = decltype(pick());
+};
+
+template <class Op>
+constexpr reduce_op runtime_op() {
+  if constexpr (std::is_same_v<Op, op::max>) return reduce_op::max;
+  else if constexpr (std::is_same_v<Op, op::min>) return reduce_op::min;
+  else if constexpr (std::is_same_v<Op, op::prod>) return reduce_op::prod;
+  else return reduce_op::sum;
+}
+
+inline std::string describe_reduction(op_signature const& s) {
+  return "the all-reduce of a reduction over " + std::to_string(s.count) + " elements per device";
+}
+
+/// out (shape `out_local`, already the identity) op= the cursor's values over the block `local`,
+/// dimension d of which is reduced when reduced[d].
+template <class Op, class V, std::size_t Q, class Cursor>
+void reduce_block(Cursor& cur, V* out, shape_t<Q> const& local, std::array<bool, Q> const& reduced,
+                  std::array<std::size_t, Q> const& out_strides) {
+  std::size_t const count = element_count(local);
+  if (count == 0) return;
+  std::size_t const inner = local[Q - 1];
+  std::size_t const rows = count / inner;
+  constexpr bool can_simd = Cursor::template simd_ok<V> && simd::vectorised<V>;
+  [[maybe_unused]] bool const vec = can_simd && cur.simd_row();
+  shape_t<Q> idx{};
+  for (std::size_t r = 0; r < rows; ++r) {
+    cur.set_row(idx);
+    std::size_t o = 0;
+    for (std::size_t d = 0; d + 1 < Q; ++d) o += idx[d] * out_strides[d];
+    std::size_t k = 0;
+    if (reduced[Q - 1]) {
+      V acc = out[o];
+      if constexpr (can_simd) {
+        using B = xsimd::batch<V>;
+        if (vec && inner >= 2 * B::size) {
+          B a(Op::template identity<V>());
+          for (; k + B::size <= inner; k += B::size) a = Op::combine(a, cur.template load<B>(k));
+          alignas(64) V lanes[B::size];
+          a.store_unaligned(lanes);
+          for (V x : lanes) acc = Op::combine(acc, x);
+        }
+      }
+      for (; k < inner; ++k) acc = Op::combine(acc, static_cast<V>(cur.at(k)));
+      out[o] = acc;
+    } else {
+      V* row = out + o;
+      if constexpr (can_simd) {
+        using B = xsimd::batch<V>;
+        if (vec)
+          for (; k + B::size <= inner; k += B::size)
+            Op::combine(B::load_unaligned(row + k), cur.template load<B>(k)).store_unaligned(row + k);
+      }
+      for (; k < inner; ++k) row[k] = Op::combine(row[k], static_cast<V>(cur.at(k)));
+    }
+    for (std::size_t d = Q - 1; d-- > 0;) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace detail
+
+/// A reduction of A over dimensions Axes (jnp.sum(x, axis=Axes) and the others, per Op).
+template <class Op, class A, std::size_t... Axes>
+class reduction : public expression_tag {
+  using in = detail::operand_traits<A>;
+  static constexpr std::size_t K = sizeof...(Axes);
+  static constexpr std::array<std::size_t, K> axes{Axes...};
+  static_assert(detail::valid_axes(axes, in::rank), "tessera: internal: reduction axes are checked by sum<...>");
+
+ public:
+  using value_type = typename detail::reduction_type<Op, typename in::value_type>::type;
+  using mesh_type = typename in::mesh_type;
+  static constexpr std::size_t rank = in::rank - K;
+  static constexpr std::array<dim_spec, rank> spec = detail::reduce_spec(in::spec, axes);
+  using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;
+  using array_type = array<value_type, rank, sharding_type>;
+
+  explicit reduction(A a) : a_(std::move(a)), cache_(std::make_shared<detail::result_cache<array_type>>()) {
+    if constexpr (std::is_same_v<Op, op::max> || std::is_same_v<Op, op::min>) {
+      auto const s = detail::shape_of(a_);
+      for (std::size_t k : axes)
+        if (s[k] == 0)
+          throw std::invalid_argument(std::string("tessera::") +
+                                      (std::is_same_v<Op, op::max> ? "max" : "min") + ": dimension " +
+                                      std::to_string(k) + " of the operand of shape " + detail::shape_string(s) +
+                                      " is empty, and this reduction has no identity");
+    }
+  }
+
+  shape_t<rank> shape() const {
+    auto const s = detail::shape_of(a_);
+    shape_t<rank> out{};
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < in::rank; ++i)
+      if (!is_reduced(i)) out[j++] = s[i];
+    return out;
+  }
+  mesh_type const& mesh() const { return *detail::mesh_of(a_); }
+  /// The reduced operand.
+  A const& operand() const { return a_; }
+
+  /// Evaluates the node into an array (its own pass, and an all-reduce where a reduced dimension is sharded).
+  auto evaluate() const {
+    prepare();
+    return *cache_->value;
+  }
+  void prepare() const {
+    detail::prepare(a_);
+    std::call_once(cache_->once, [&] { cache_->value.emplace(compute()); });
+  }
+  template <std::size_t Q>
+  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    return detail::cursor_of<Q>(*cache_->value, pos, rb, rs);
+  }
+
+ private:
+  static constexpr bool is_reduced(std::size_t d) {
+    for (std::size_t k : axes)
+      if (k == d) return true;
+    return false;
+  }
+
+  array_type compute() const {
+    using V = value_type;
+    constexpr std::size_t N = in::rank;
+    constexpr std::size_t Q = N == 0 ? 1 : N;
+    using in_sharding = named_sharding<mesh_type, detail::spec_type_t<in::spec>>;
+    mesh_type const& m = mesh();
+    in_sharding const sin(m);
+    sharding_type const s(m);
+    shape_t<N> const in_shape = detail::shape_of(a_);
+    shape_t<rank> const out_shape = shape();
+    // Mesh axes of the sharded reduced dimensions: the all-reduce runs over them.
+    std::vector<std::size_t> red_axes;
+    for (std::size_t k : axes)
+      for (std::size_t a = 0; a < in::spec[k].count; ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axes[a]));
+    std::size_t reduced_count = 1;
+    for (std::size_t k : axes) reduced_count *= in_shape[k];
+    std::array<bool, Q> reduced{};
+    for (std::size_t k : axes) reduced[k + Q - N] = true;
+
+    auto pool = detail::pool_for(s, "reduction");
+    std::size_t const n = m.num_devices();
+    detail::team t(n, m.device_ids());
+    std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());
+    std::vector<device_buffer<V>> buffers(n);
+    try {
+      pool->run(std::span<int const>(m.device_ids()), [&](int d) {
+        std::size_t const pos = *m.position_of(d);
+        try {
+          auto const in_block = sin.block(pos, in_shape);
+          auto const rb = detail::eval_block<Q>(in_block);
+          shape_t<Q> const local = detail::block_shape(rb);
+          // Strides of the output block, indexed by input dimension (0 for reduced ones).
+          std::array<std::size_t, Q> ostr{};
+          std::size_t stride = 1, out_count = 1;
+          for (std::size_t dd = Q; dd-- > 0;) {
+            if (reduced[dd] || N == 0) continue;
+            ostr[dd] = stride;
+            stride *= local[dd];
+          }
+          for (std::size_t dd = 0; dd < Q; ++dd)
+            if (!reduced[dd] && N != 0) out_count *= local[dd];
+          auto& mem = pool->memory(d);
+          device_buffer<V> partial(out_count, device_buffer<V>::uninitialized, &mem);
+          std::fill(partial.data(), partial.data() + out_count, Op::template identity<V>());
+          auto cur = detail::cursor_of<Q>(a_, pos, rb, detail::eval_shape<Q>(in_shape));
+          detail::reduce_block<Op, V, Q>(cur, partial.data(), local, reduced, ostr);
+          device_buffer<V> out;
+          if (red_axes.empty()) {
+            out = std::move(partial);
+          } else {
+            out = device_buffer<V>(out_count, device_buffer<V>::uninitialized, &mem);
+            detail::group const g = detail::group_along(pos, sizes, red_axes);
+            detail::op_signature sig;
+            sig.kind = 1;
+            for (std::size_t i = 0; i < red_axes.size(); ++i) {
+              sig.axes |= std::uint64_t{1} << red_axes[i];
+              sig.order |= static_cast<std::uint64_t>(red_axes[i]) << (4 * i);
+            }
+            sig.count = out_count;
+            sig.dtype = static_cast<std::uint32_t>(sizeof(V));
+            sig.describe = &detail::describe_reduction;
+            detail::all_reduce(t, pos, g, sig, partial.data(), out.data(), out_count, detail::runtime_op<Op>());
+          }
+          if constexpr (std::is_same_v<Op, op::mean>) {
+            V const c = static_cast<V>(reduced_count);
+            for (std::size_t i = 0; i < out_count; ++i) out.data()[i] /= c;
+          }
+          buffers[pos] = std::move(out);
+        } catch (...) {
+          t.abort();
+          throw;
+        }
+      });
+    } catch (device_error const& e) {
+      throw detail::without_abandoned(e);
+    }
+    return array_type(std::make_shared<detail::array_storage<V, rank, sharding_type>>(
+        detail::array_storage<V, rank, sharding_type>{s, out_shape, pool, std::move(buffers)}));
+  }
+
+  A a_;
+  std::shared_ptr<detail::result_cache<array_type>> cache_;
+};
+
+}  // namespace tessera
