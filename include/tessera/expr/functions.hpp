@@ -118,7 +118,33 @@ template <class A, class B>
 concept binary_operands = (sharded_expression<A> || sharded_expression<B>) && expression_operand<A> &&
                           expression_operand<B>;
 
+/// A sharded expression on one side and something that is neither an operand nor a number on the
+/// other (an xtensor expression, a std::vector): an error in our words instead of "no match".
+template <class A, class B>
+concept mixes_in_a_non_operand = (sharded_expression<A> && !expression_operand<B>) ||
+                                 (sharded_expression<B> && !expression_operand<A>);
+
+template <class A, class B>
+constexpr bool reject_non_operand() {
+  using Other = std::conditional_t<sharded_expression<A>, std::remove_cvref_t<B>, std::remove_cvref_t<A>>;
+  return diagnostic::operand_must_be_a_sharded_array_or_a_number<Other, false>::value;
+}
+
 }  // namespace detail
+
+#define TESSERA_REJECT_NON_OPERAND(OP)                               \
+  /** An operand that is not a tessera array or a number: an error. */ \
+  template <class A, class B>                                          \
+    requires detail::mixes_in_a_non_operand<A, B>                      \
+  int operator OP(A&&, B&&) {                                          \
+    static_assert(detail::reject_non_operand<A, B>());                 \
+    return 0;                                                          \
+  }
+TESSERA_REJECT_NON_OPERAND(+)
+TESSERA_REJECT_NON_OPERAND(-)
+TESSERA_REJECT_NON_OPERAND(*)
+TESSERA_REJECT_NON_OPERAND(/)
+#undef TESSERA_REJECT_NON_OPERAND
 
 /// jnp.add
 template <class A, class B>
