@@ -4,6 +4,11 @@
 #   MODE                config    : cmake --install, then find_package(tessera CONFIG)
 #                       subdir    : add_subdirectory(<tessera source dir>)
 #                       pkgconfig : cmake --install, then $(pkg-config --cflags tessera)
+#                       conan_test_package : cmake --install, then build and run the CMake
+#                                   project of conan/test_package against that tree
+#                       vcpkg_port : run ports/tessera/portfile.cmake with stand-ins for
+#                                   vcpkg's helpers (tests/packaging/vcpkg_portfile_stubs.cmake),
+#                                   then find_package(tessera CONFIG) from what it installed
 #   TESSERA_SOURCE_DIR  tessera source tree
 #   TESSERA_BINARY_DIR  configured tessera build tree (for cmake --install)
 #   TESSERA_VERSION     expected version
@@ -55,20 +60,57 @@ if(CCACHE)
   list(APPEND cmake_args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE}")
 endif()
 
-if(MODE STREQUAL "config" OR MODE STREQUAL "subdir")
-  if(MODE STREQUAL "config")
-    install_tessera()
-    set(src "${consumer_src}")
+# Runs ports/tessera/portfile.cmake as vcpkg would, into ${prefix} (vcpkg's
+# CURRENT_PACKAGES_DIR), then checks the layout vcpkg expects of a header-only port.
+function(run_vcpkg_portfile)
+  set(PORT tessera)
+  file(READ "${TESSERA_SOURCE_DIR}/ports/tessera/vcpkg.json" _manifest)
+  string(JSON VERSION GET "${_manifest}" version)
+  set(CURRENT_PACKAGES_DIR "${prefix}")
+  set(CURRENT_BUILDTREES_DIR "${WORK_DIR}/buildtrees")
+  set(TARGET_TRIPLET x64-linux)
+  include("${TESSERA_SOURCE_DIR}/tests/packaging/vcpkg_portfile_stubs.cmake")
+  include("${TESSERA_SOURCE_DIR}/ports/tessera/portfile.cmake")
+  foreach(f include/tessera/tessera.hpp include/tessera/version.hpp
+            share/tessera/tesseraConfig.cmake share/tessera/tesseraConfigVersion.cmake
+            share/tessera/tessera-targets.cmake share/tessera/usage share/tessera/copyright
+            share/pkgconfig/tessera.pc)
+    if(NOT EXISTS "${prefix}/${f}")
+      message(FATAL_ERROR "the port did not install ${f}")
+    endif()
+  endforeach()
+  foreach(d lib debug share/cmake)
+    if(EXISTS "${prefix}/${d}")
+      message(FATAL_ERROR "the port left ${d}/ in the package (header-only, release-only)")
+    endif()
+  endforeach()
+  message(STATUS "port layout OK")
+endfunction()
+
+if(MODE MATCHES "^(config|subdir|conan_test_package|vcpkg_port)$")
+  if(MODE STREQUAL "subdir")
+    set(src "${TESSERA_SOURCE_DIR}/tests/install/subdir_consumer")
+    list(APPEND cmake_args "-DTESSERA_SOURCE_DIR=${TESSERA_SOURCE_DIR}")
+  else()
+    if(MODE STREQUAL "vcpkg_port")
+      run_vcpkg_portfile()
+    else()
+      install_tessera()
+    endif()
+    if(MODE STREQUAL "conan_test_package")
+      set(src "${TESSERA_SOURCE_DIR}/conan/test_package")
+      # ConanCenter's xtensor package defines XTENSOR_USE_XSIMD (its option xsimd=True).
+      list(APPEND cmake_args "-DCMAKE_CXX_FLAGS=-DXTENSOR_USE_XSIMD")
+    else()
+      set(src "${consumer_src}")
+    endif()
     list(APPEND cmake_args "-DCMAKE_PREFIX_PATH=${prefix}"
       # Make sure we find *this* install, never a system-wide one.
       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
       -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
-  else()
-    set(src "${TESSERA_SOURCE_DIR}/tests/install/subdir_consumer")
-    list(APPEND cmake_args "-DTESSERA_SOURCE_DIR=${TESSERA_SOURCE_DIR}")
   endif()
   run("${CMAKE_COMMAND}" -S "${src}" -B "${build}" ${cmake_args})
-  if(MODE STREQUAL "config")
+  if(NOT MODE STREQUAL "subdir")
     file(STRINGS "${build}/CMakeCache.txt" _dir REGEX "^tessera_DIR:")
     string(REGEX REPLACE "^[^=]*=" "" _dir "${_dir}")
     file(REAL_PATH "${_dir}" _dir)
@@ -80,7 +122,14 @@ if(MODE STREQUAL "config" OR MODE STREQUAL "subdir")
     message(STATUS "tessera_DIR=${_dir}")
   endif()
   run("${CMAKE_COMMAND}" --build "${build}" --config "${CONFIG}")
-  set(exe "${build}/bin/tessera_consumer")
+  if(MODE STREQUAL "conan_test_package")
+    set(exe "${build}/test_package")
+    if(NOT EXISTS "${exe}" AND EXISTS "${build}/${CONFIG}/test_package")
+      set(exe "${build}/${CONFIG}/test_package")  # multi-config generator
+    endif()
+  else()
+    set(exe "${build}/bin/tessera_consumer")
+  endif()
 elseif(MODE STREQUAL "pkgconfig")
   if(NOT PKG_CONFIG)
     message(FATAL_ERROR "PKG_CONFIG not set")
@@ -112,4 +161,11 @@ endif()
 
 run("${exe}")
 message("${run_output}")
+if(MODE STREQUAL "conan_test_package" AND TESSERA_VERSION)
+  string(FIND "${run_output}" "tessera ${TESSERA_VERSION}: " _pos)
+  if(_pos EQUAL -1)
+    message(FATAL_ERROR "test_package did not print 'tessera ${TESSERA_VERSION}: ...' "
+      "(TESSERA_VERSION_STRING of the installed version.hpp)")
+  endif()
+endif()
 message(STATUS "OK: tessera consumed via ${MODE}")

@@ -1,0 +1,117 @@
+# Stand-ins for the vcpkg helper functions ports/tessera/portfile.cmake calls, so that
+# cmake/InstallTest.cmake (MODE=vcpkg_port) can run the portfile without vcpkg, which
+# cannot be installed where tessera is developed. They do the part of the work that
+# decides what the port installs (configure, install, copyright) and check what vcpkg
+# would insist on; they do not resolve dependencies, fetch anything, or emulate vcpkg's
+# post-build checks beyond those below.
+#
+# The including script sets: PORT, VERSION, CURRENT_PACKAGES_DIR, CURRENT_BUILDTREES_DIR,
+# TARGET_TRIPLET, and for the build: CMAKE_GENERATOR_NAME, CXX_COMPILER, optional CCACHE
+# and PKG_CONFIG.
+
+function(z_stub_run)
+  list(JOIN ARGN " " _str)
+  message(STATUS "[vcpkg stand-in] + ${_str}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message("${out}")
+    message(FATAL_ERROR "[vcpkg stand-in] command failed (rc=${rc}): ${_str}")
+  endif()
+  set(z_stub_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(z_stub_build_dir "${CURRENT_BUILDTREES_DIR}/${TARGET_TRIPLET}-rel")
+
+function(vcpkg_cmake_configure)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SOURCE_PATH" "OPTIONS;OPTIONS_RELEASE;OPTIONS_DEBUG")
+  if(NOT VCPKG_BUILD_TYPE STREQUAL "release")
+    message(FATAL_ERROR "[vcpkg stand-in] a header-only port should set VCPKG_BUILD_TYPE release "
+      "before vcpkg_cmake_configure (it is '${VCPKG_BUILD_TYPE}')")
+  endif()
+  if(NOT EXISTS "${arg_SOURCE_PATH}/CMakeLists.txt")
+    message(FATAL_ERROR "[vcpkg stand-in] SOURCE_PATH '${arg_SOURCE_PATH}' has no CMakeLists.txt")
+  endif()
+  set(args -G "${CMAKE_GENERATOR_NAME}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_INSTALL_PREFIX=${CURRENT_PACKAGES_DIR}")
+  if(CCACHE)
+    list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE}")
+  endif()
+  file(REMOVE_RECURSE "${z_stub_build_dir}")
+  z_stub_run("${CMAKE_COMMAND}" -S "${arg_SOURCE_PATH}" -B "${z_stub_build_dir}" ${args}
+    ${arg_OPTIONS} ${arg_OPTIONS_RELEASE})
+endfunction()
+
+function(vcpkg_cmake_install)
+  z_stub_run("${CMAKE_COMMAND}" --build "${z_stub_build_dir}" --config Release)
+  z_stub_run("${CMAKE_COMMAND}" --install "${z_stub_build_dir}" --config Release)
+endfunction()
+
+# The real function moves config files from CONFIG_PATH to share/<PACKAGE_NAME> and
+# rewrites their prefix computation; this one only accepts files already in place.
+function(vcpkg_cmake_config_fixup)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "DO_NOT_DELETE_PARENT_CONFIG_PATH;NO_PREFIX_CORRECTION"
+    "PACKAGE_NAME;CONFIG_PATH" "")
+  if(NOT arg_PACKAGE_NAME)
+    set(arg_PACKAGE_NAME "${PORT}")
+  endif()
+  if(NOT arg_CONFIG_PATH)
+    set(arg_CONFIG_PATH "share/${arg_PACKAGE_NAME}")
+  endif()
+  if(NOT arg_CONFIG_PATH STREQUAL "share/${arg_PACKAGE_NAME}")
+    message(FATAL_ERROR "[vcpkg stand-in] CONFIG_PATH '${arg_CONFIG_PATH}': this stand-in only "
+      "handles config files installed directly in share/${arg_PACKAGE_NAME}")
+  endif()
+  set(dir "${CURRENT_PACKAGES_DIR}/${arg_CONFIG_PATH}")
+  if(NOT EXISTS "${dir}/${arg_PACKAGE_NAME}Config.cmake" AND NOT EXISTS "${dir}/${arg_PACKAGE_NAME}-config.cmake")
+    message(FATAL_ERROR "[vcpkg stand-in] vcpkg_cmake_config_fixup: no ${arg_PACKAGE_NAME}Config.cmake in ${dir}")
+  endif()
+  # vcpkg rejects absolute paths into the packages directory.
+  file(GLOB cmake_files "${dir}/*.cmake")
+  foreach(f IN LISTS cmake_files)
+    file(READ "${f}" text)
+    string(FIND "${text}" "${CURRENT_PACKAGES_DIR}" pos)
+    if(NOT pos EQUAL -1)
+      message(FATAL_ERROR "[vcpkg stand-in] ${f} contains the absolute path ${CURRENT_PACKAGES_DIR}")
+    endif()
+  endforeach()
+endfunction()
+
+# The real function rewrites prefixes and checks libraries; this one checks that each
+# .pc file is relocatable (points into the packages directory through ${pcfiledir}).
+function(vcpkg_fixup_pkgconfig)
+  file(GLOB_RECURSE pcs "${CURRENT_PACKAGES_DIR}/*.pc")
+  list(FILTER pcs EXCLUDE REGEX "^${CURRENT_PACKAGES_DIR}/debug/")
+  foreach(pc IN LISTS pcs)
+    file(READ "${pc}" text)
+    if(NOT text MATCHES "(^|\n)prefix=\\\${pcfiledir}")
+      message(FATAL_ERROR "[vcpkg stand-in] ${pc}: prefix is not relative to \${pcfiledir}")
+    endif()
+    if(PKG_CONFIG)
+      get_filename_component(pcdir "${pc}" DIRECTORY)
+      get_filename_component(name "${pc}" NAME_WE)
+      set(ENV{PKG_CONFIG_PATH} "${pcdir}")
+      z_stub_run("${PKG_CONFIG}" --cflags "${name}")
+      file(REAL_PATH "${CURRENT_PACKAGES_DIR}/include" inc)
+      string(FIND "${z_stub_output}" "${inc}" pos)
+      if(pos EQUAL -1)
+        # pkg-config may print the path unresolved; compare after resolving -I.
+        string(REGEX MATCH "-I([^ \n]+)" _ "${z_stub_output}")
+        file(REAL_PATH "${CMAKE_MATCH_1}" got)
+        if(NOT got STREQUAL inc)
+          message(FATAL_ERROR "[vcpkg stand-in] pkg-config --cflags ${name}: '${z_stub_output}' "
+            "does not point at ${inc}")
+        endif()
+      endif()
+    endif()
+  endforeach()
+endfunction()
+
+function(vcpkg_install_copyright)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "COMMENT" "FILE_LIST")
+  set(text "")
+  foreach(f IN LISTS arg_FILE_LIST)
+    file(READ "${f}" part)
+    string(APPEND text "${part}")
+  endforeach()
+  file(WRITE "${CURRENT_PACKAGES_DIR}/share/${PORT}/copyright" "${text}")
+endfunction()
