@@ -326,6 +326,23 @@ auto prod(X&& x) {
   return detail::make_reduction<op::prod, Axes...>(detail::store(std::forward<X>(x)));
 }
 
+/// jax.sharding.reshard(x, spec): x (an array or an expression) moved to the sharding `spec` on its
+/// mesh; lazy, like every expression, and the way to settle a conflict on Explicit axes.
+template <sharded_expression X, dim_spec... D>
+auto reshard(X&& x, P<D...>) {
+  using S = detail::stored_t<X>;
+  constexpr std::size_t N = detail::operand_traits<S>::rank;
+  static_assert(diagnostic::spec_must_not_be_longer_than_rank<sizeof...(D), N, (sizeof...(D) <= N)>::value);
+  if constexpr (sizeof...(D) <= N) {
+    using M = typename detail::operand_traits<S>::mesh_type;
+    static_assert(sizeof(named_sharding<M, P<D...>>) > 0);  // the spec's axes are checked against the mesh
+    constexpr auto target = detail::canonical_spec(detail::padded_spec<P<D...>>(std::make_index_sequence<N>{}));
+    return resharded<S, target>(detail::store(std::forward<X>(x)));
+  } else {
+    return 0;
+  }
+}
+
 /// jnp.transpose(x, axes=(Perm...)); reversed dimensions when none are given (x.T).
 template <std::size_t... Perm, sharded_expression X>
 auto transpose(X&& x) {
