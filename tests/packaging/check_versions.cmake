@@ -22,33 +22,30 @@ macro(problem text)
   string(APPEND problems "  - ${text}\n")
 endmacro()
 
-# version.hpp
-set(hpp "${TESSERA_SOURCE_DIR}/include/tessera/version.hpp")
-file(READ "${hpp}" hpp_text)
-foreach(part MAJOR MINOR PATCH)
-  if(hpp_text MATCHES "#define TESSERA_VERSION_${part} ([0-9]+)")
-    set(hpp_${part} "${CMAKE_MATCH_1}")
+# extract(<var> <file> <regex> <what>): <var> = the regex's first group in the file's
+# text, or "?" and a problem naming <what> when the file does not match.
+macro(extract var file regex what)
+  file(READ "${TESSERA_SOURCE_DIR}/${file}" _text)
+  if(_text MATCHES "${regex}")
+    set(${var} "${CMAKE_MATCH_1}")
   else()
-    problem("include/tessera/version.hpp: no '#define TESSERA_VERSION_${part} <number>'")
-    set(hpp_${part} "?")
+    problem("${file}: no ${what}")
+    set(${var} "?")
   endif()
+endmacro()
+
+set(hpp include/tessera/version.hpp)
+foreach(part MAJOR MINOR PATCH)
+  extract(hpp_${part} ${hpp} "#define TESSERA_VERSION_${part} ([0-9]+)"
+    "'#define TESSERA_VERSION_${part} <number>'")
 endforeach()
-if(hpp_text MATCHES "#define TESSERA_VERSION_STRING \"([^\"]*)\"")
-  set(hpp_string "${CMAKE_MATCH_1}")
-else()
-  problem("include/tessera/version.hpp: no '#define TESSERA_VERSION_STRING \"...\"'")
-  set(hpp_string "?")
-endif()
+extract(hpp_string ${hpp} "#define TESSERA_VERSION_STRING \"([^\"]*)\""
+  "'#define TESSERA_VERSION_STRING \"...\"'")
 set(hpp_numbers "${hpp_MAJOR}.${hpp_MINOR}.${hpp_PATCH}")
 
 # conan/conanfile.py: the class attribute `version = "..."`.
-file(READ "${TESSERA_SOURCE_DIR}/conan/conanfile.py" conan_text)
-if(conan_text MATCHES "\n    version = \"([^\"]*)\"")
-  set(conan_version "${CMAKE_MATCH_1}")
-else()
-  problem("conan/conanfile.py: no class attribute 'version = \"...\"'")
-  set(conan_version "?")
-endif()
+extract(conan_version conan/conanfile.py "\n    version = \"([^\"]*)\""
+  "class attribute 'version = \"...\"'")
 
 # The two vcpkg manifests (string(JSON) also fails on invalid JSON).
 foreach(manifest IN ITEMS ports/tessera/vcpkg.json vcpkg.json)
@@ -92,6 +89,7 @@ foreach(manifest IN ITEMS ports/tessera/vcpkg.json vcpkg.json)
   endif()
 endforeach()
 
+file(READ "${TESSERA_SOURCE_DIR}/conan/conanfile.py" conan_text)
 foreach(dep IN ITEMS xtensor xsimd boost)
   if(NOT conan_text MATCHES "self\\.requires\\(\"${dep}/[0-9][^\"]*\"")
     problem("conan/conanfile.py: does not require ${dep}/<version>")

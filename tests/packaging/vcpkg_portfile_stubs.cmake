@@ -5,20 +5,10 @@
 # would insist on; they do not resolve dependencies, fetch anything, or emulate vcpkg's
 # post-build checks beyond those below.
 #
-# The including script sets: PORT, VERSION, CURRENT_PACKAGES_DIR, CURRENT_BUILDTREES_DIR,
-# TARGET_TRIPLET, and for the build: CMAKE_GENERATOR_NAME, CXX_COMPILER, optional CCACHE
-# and PKG_CONFIG.
-
-function(z_stub_run)
-  list(JOIN ARGN " " _str)
-  message(STATUS "[vcpkg stand-in] + ${_str}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc EQUAL 0)
-    message("${out}")
-    message(FATAL_ERROR "[vcpkg stand-in] command failed (rc=${rc}): ${_str}")
-  endif()
-  set(z_stub_output "${out}" PARENT_SCOPE)
-endfunction()
+# The including script (cmake/InstallTest.cmake) provides run(<command>...), which
+# stops on failure and leaves the output in run_output, and sets PORT, VERSION,
+# CURRENT_PACKAGES_DIR, CURRENT_BUILDTREES_DIR, TARGET_TRIPLET, and for the build:
+# CMAKE_GENERATOR_NAME, CXX_COMPILER, optional CCACHE and PKG_CONFIG.
 
 set(z_stub_build_dir "${CURRENT_BUILDTREES_DIR}/${TARGET_TRIPLET}-rel")
 
@@ -37,13 +27,13 @@ function(vcpkg_cmake_configure)
     list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE}")
   endif()
   file(REMOVE_RECURSE "${z_stub_build_dir}")
-  z_stub_run("${CMAKE_COMMAND}" -S "${arg_SOURCE_PATH}" -B "${z_stub_build_dir}" ${args}
+  run("${CMAKE_COMMAND}" -S "${arg_SOURCE_PATH}" -B "${z_stub_build_dir}" ${args}
     ${arg_OPTIONS} ${arg_OPTIONS_RELEASE})
 endfunction()
 
 function(vcpkg_cmake_install)
-  z_stub_run("${CMAKE_COMMAND}" --build "${z_stub_build_dir}" --config Release)
-  z_stub_run("${CMAKE_COMMAND}" --install "${z_stub_build_dir}" --config Release)
+  run("${CMAKE_COMMAND}" --build "${z_stub_build_dir}" --config Release)
+  run("${CMAKE_COMMAND}" --install "${z_stub_build_dir}" --config Release)
 endfunction()
 
 # The real function moves config files from CONFIG_PATH to share/<PACKAGE_NAME> and
@@ -90,15 +80,15 @@ function(vcpkg_fixup_pkgconfig)
       get_filename_component(pcdir "${pc}" DIRECTORY)
       get_filename_component(name "${pc}" NAME_WE)
       set(ENV{PKG_CONFIG_PATH} "${pcdir}")
-      z_stub_run("${PKG_CONFIG}" --cflags "${name}")
+      run("${PKG_CONFIG}" --cflags "${name}")
       file(REAL_PATH "${CURRENT_PACKAGES_DIR}/include" inc)
-      string(FIND "${z_stub_output}" "${inc}" pos)
+      string(FIND "${run_output}" "${inc}" pos)
       if(pos EQUAL -1)
         # pkg-config may print the path unresolved; compare after resolving -I.
-        string(REGEX MATCH "-I([^ \n]+)" _ "${z_stub_output}")
+        string(REGEX MATCH "-I([^ \n]+)" _ "${run_output}")
         file(REAL_PATH "${CMAKE_MATCH_1}" got)
         if(NOT got STREQUAL inc)
-          message(FATAL_ERROR "[vcpkg stand-in] pkg-config --cflags ${name}: '${z_stub_output}' "
+          message(FATAL_ERROR "[vcpkg stand-in] pkg-config --cflags ${name}: '${run_output}' "
             "does not point at ${inc}")
         endif()
       endif()
