@@ -435,7 +435,6 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
   static_assert(detail::check_axes_in_mesh<V, A...>());
   auto in = detail::make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
   detail::collective_call<A...> c("ppermute", detail::op_kind::ppermute);
   long const k = static_cast<long>(c.k());
   std::vector<char> is_src(static_cast<std::size_t>(k), 0), is_dst(static_cast<std::size_t>(k), 0);
