@@ -46,11 +46,10 @@ constexpr auto combine_all(std::array<mesh_axis, M> const& axes, combine_result<
   return combine_all(axes, r, rest...);
 }
 
+/// Whether operand X lives on Mesh (a number lives on any).
 template <class Mesh, class X>
-constexpr bool same_mesh_as() {
-  using XM = typename operand_traits<X>::mesh_type;
-  return diagnostic::operands_must_be_on_the_same_mesh<Mesh, XM, std::is_void_v<XM> || std::is_same_v<Mesh, XM>>::value;
-}
+inline constexpr bool on_mesh = std::is_void_v<typename operand_traits<X>::mesh_type> ||
+                                std::is_same_v<Mesh, typename operand_traits<X>::mesh_type>;
 
 /// The operand as the node stores it: resharded when it does not fit the result's spec.
 template <auto Result, class X>
@@ -65,9 +64,14 @@ template <class Op, class C, class R, class... X>
 auto make_elementwise(X... x) {
   using Mesh = first_mesh_t<X...>;
   static_assert(!std::is_void_v<Mesh>, "tessera: internal: an expression needs one sharded operand");
-  static_assert((same_mesh_as<Mesh, X>() && ...));
   constexpr auto rule = combine_all(Mesh::axes, combine_result<0>{}, operand_traits<X>::spec...);
-  if constexpr (rule.error == combine_error::conflict && rule.explicit_error) {
+  if constexpr (!(on_mesh<Mesh, X> && ...)) {
+    // Only this error: the sharding rule means nothing across meshes.
+    static_assert((diagnostic::operands_must_be_on_the_same_mesh<Mesh, typename operand_traits<X>::mesh_type,
+                                                                 on_mesh<Mesh, X>>::value &&
+                   ...));
+    return 0;
+  } else if constexpr (rule.error == combine_error::conflict && rule.explicit_error) {
     static_assert(diagnostic::operands_shard_a_dimension_on_different_axes<Op, rule.dim, rule.left.axes[0],
                                                                           rule.right.axes[0], false>::value);
     return 0;
@@ -124,21 +128,23 @@ template <class A, class B>
 concept mixes_in_a_non_operand = (sharded_expression<A> && !expression_operand<B>) ||
                                  (sharded_expression<B> && !expression_operand<A>);
 
+/// The side of such an operation that is not an operand.
 template <class A, class B>
-constexpr bool reject_non_operand() {
-  using Other = std::conditional_t<sharded_expression<A>, std::remove_cvref_t<B>, std::remove_cvref_t<A>>;
-  return diagnostic::operand_must_be_a_sharded_array_or_a_number<Other, false>::value;
-}
+using non_operand_t = std::conditional_t<sharded_expression<A>, std::remove_cvref_t<B>, std::remove_cvref_t<A>>;
 
 }  // namespace detail
 
-#define TESSERA_REJECT_NON_OPERAND(OP)                               \
-  /** An operand that is not a tessera array or a number: an error. */ \
-  template <class A, class B>                                          \
-    requires detail::mixes_in_a_non_operand<A, B>                      \
-  int operator OP(A&&, B&&) {                                          \
-    static_assert(detail::reject_non_operand<A, B>());                 \
-    return 0;                                                          \
+// The return type is deduced so that the body, and with it our message, is instantiated where
+// the call is made, before anything that uses the call's type can fail; the diagnostic is named
+// directly in the static_assert so clang does not add "not an integral constant expression".
+#define TESSERA_REJECT_NON_OPERAND(OP)                                                           \
+  /** An operand that is not a tessera array or a number: an error. */                           \
+  template <class A, class B>                                                                    \
+    requires detail::mixes_in_a_non_operand<A, B>                                                \
+  auto operator OP(A&&, B&&) {                                                                   \
+    using other = detail::non_operand_t<A, B>;                                                   \
+    static_assert(diagnostic::operand_must_be_a_sharded_array_or_a_number<other, false>::value); \
+    return 0;                                                                                    \
   }
 TESSERA_REJECT_NON_OPERAND(+)
 TESSERA_REJECT_NON_OPERAND(-)
