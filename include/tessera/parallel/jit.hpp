@@ -106,6 +106,8 @@ class jitted_with<F, in_shardings_t<In...>, out_shardings_t<Out...>> {
         diagnostic::jit_shardings_must_match_in_number<sizeof...(In), sizeof...(A), sizeof...(In) == sizeof...(A)>::value);
     if constexpr (sizeof...(In) == sizeof...(A)) {
       return call(std::index_sequence_for<A...>{}, std::forward<A>(a)...);
+    } else {
+      return 0;  // after the diagnostic, a value so the caller's `auto y =` adds no error of its own
     }
   }
 
