@@ -271,7 +271,7 @@ class elementwise : public expression_tag {
   using value_type = R;
   using mesh_type = detail::first_mesh_t<Args...>;
   static constexpr std::size_t rank = std::max({detail::operand_traits<Args>::rank...});
-  static constexpr std::array<dim_spec, rank> spec = [] {
+  static constexpr std::array<dim_spec, rank> spec = detail::canonical_spec([] {  // canonical: GCC 12, see padded_spec
     std::array<dim_spec, rank> s{};
     auto merge = [&](auto const& o) {
       for (std::size_t j = 0; j < o.size(); ++j)
@@ -279,7 +279,7 @@ class elementwise : public expression_tag {
     };
     (merge(detail::operand_traits<Args>::spec), ...);
     return s;
-  }();
+  }());
   static_assert((detail::fits(detail::operand_traits<Args>::spec, spec) && ...),
                 "tessera: internal: the operands of an element-wise node must be resharded to fit it first");
   using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;

@@ -278,7 +278,13 @@ template <expression_operand Cond, expression_operand A, expression_operand B>
   requires(sharded_expression<Cond> || sharded_expression<A> || sharded_expression<B>)
 auto where(Cond&& c, A&& a, B&& b) {
   using C = detail::binary_type_t<A, B>;
-  return detail::make_elementwise<op::where, C, C>(detail::store(std::forward<Cond>(c)), detail::store(std::forward<A>(a)),
+  // The condition is tested for truth first (0.5 is true), then the operation computes in C.
+  auto cond = [&] {
+    if constexpr (std::is_arithmetic_v<std::remove_cvref_t<Cond>>) return detail::store(static_cast<bool>(c));
+    else if constexpr (std::is_same_v<detail::value_t<Cond>, bool>) return detail::store(std::forward<Cond>(c));
+    else return detail::make_elementwise<op::convert, bool, bool>(detail::store(std::forward<Cond>(c)));
+  }();
+  return detail::make_elementwise<op::where, C, C>(std::move(cond), detail::store(std::forward<A>(a)),
                                                     detail::store(std::forward<B>(b)));
 }
 

@@ -56,21 +56,21 @@ void mul_into(T* out, T const* src, std::size_t n) {
   });
 }
 
-/// out[i] = src[i] > out[i] ? src[i] : out[i] (a NaN in `out` stays; one in `src` is skipped).
+/// out[i] = max(out[i], src[i]); a NaN on either side gives NaN, as XLA's max does.
 template <class T>
 void max_into(T* out, T const* src, std::size_t n) {
   combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return b > a ? b : a;
-    else return xsimd::select(b > a, b, a);
+    if constexpr (std::is_arithmetic_v<decltype(a)>) return (b > a || b != b) ? b : a;
+    else return xsimd::select((b > a) | (b != b), b, a);
   });
 }
 
-/// out[i] = src[i] < out[i] ? src[i] : out[i].
+/// out[i] = min(out[i], src[i]); a NaN on either side gives NaN.
 template <class T>
 void min_into(T* out, T const* src, std::size_t n) {
   combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return b < a ? b : a;
-    else return xsimd::select(b < a, b, a);
+    if constexpr (std::is_arithmetic_v<decltype(a)>) return (b < a || b != b) ? b : a;
+    else return xsimd::select((b < a) | (b != b), b, a);
   });
 }
 
