@@ -23,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -617,6 +618,13 @@ TEST_CASE("small-integer arithmetic wraps and reductions widen, as in jnp", "[ex
     expect(tessera::sum<0>(x), ref_reduce(d, {0}, red::sum), "sum<0>(x) (uint32)");
     expect(tessera::sum(x), ref_reduce(d, {}, red::sum), "sum(x) (uint32)");
     expect(tessera::max<1>(x + x), ref_reduce(xt::fmod(2.0 * d, 256.0), {1}, red::max), "max<1>(x + x)");
+    // int8 sums widen to int32: 127 * 70 does not wrap.
+    xt::xtensor<std::int8_t, 2> h8 = xt::xtensor<std::int8_t, 2>::from_shape(s);
+    for (auto& v : h8) v = static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(g));
+    auto const x8 = put<P<"Y", "X">>(m, h8);
+    CHECK(tessera::type_of(tessera::sum<0>(x8)) == ty("int32", {{s[1], "X"}}));
+    expect(tessera::sum<0>(x8), ref_reduce(to_d(h8), {0}, red::sum), "sum<0>(x) (int8 to int32)");
+    expect(tessera::sum(x8 - x8 + 1), xt::xarray<double>(static_cast<double>(s[0] * s[1])), "sum(x - x + 1) (int8 to int32)");
   });
 }
 
@@ -631,7 +639,8 @@ namespace {
 template <class SA, class SB, class M, std::size_t NA, std::size_t NB>
 void rule_case(M const& m, std::mt19937& g, shape_t<NA> const& sa, shape_t<NB> const& sb, std::string const& t_ab,
                std::string const& t_ba) {
-  auto const ha = random_host<int>(sa, g), hb = random_host<int>(sb, g);
+  auto const ha = random_host<int>(sa, g);
+  auto const hb = random_host<int>(sb, g);
   auto const a = put<SA>(m, ha);
   auto const b = put<SB>(m, hb);
   std::ostringstream os;
@@ -768,6 +777,9 @@ TEST_CASE("Auto axes: conflicting operands are resharded and the values are righ
       // Several axes in one entry against one of them elsewhere.
       rule_case<P<axes<"X", "Y">, none>, P<none, "Y">>(m, g, S2{r, c}, S2{r, c}, ty("int32", {{r, "(X,Y)"}, {c, ""}}),
                                                        ty("int32", {{r, ""}, {c, "Y"}}));
+      // A lower-rank operand's axis already used by another dimension: the higher rank keeps it.
+      rule_case<P<"X", none>, P<"X">>(m, g, S2{r, c}, shape_t<1>{c}, ty("int32", {{r, "X"}, {c, ""}}),
+                                      ty("int32", {{r, "X"}, {c, ""}}));
       // Both dimensions swapped.
       rule_case<P<"X", "Y">, P<"Y", "X">>(m, g, S2{q, q}, S2{q, q}, ty("int32", {{q, "X"}, {q, "Y"}}),
                                           ty("int32", {{q, "Y"}, {q, "X"}}));
@@ -929,6 +941,10 @@ TEST_CASE("reductions on 1-D meshes, of rank-1 and rank-0 arrays", "[expr][reduc
       auto const x = put<P<"X">>(m, h);
       CHECK(tessera::type_of(tessera::sum(x)) == "float32[]");
       expect(tessera::sum(x), ref_reduce(to_d(h), {}, red::sum), "sum");
+      tessera::array const total = tessera::sum(x);
+      STATIC_REQUIRE(std::is_same_v<typename decltype(total)::value_type, float>);
+      STATIC_REQUIRE(decltype(total)::rank == 0);
+      check_array(total, ref_reduce(to_d(h), {}, red::sum), "tessera::array total = sum(x)");
       expect(tessera::sum<0>(x), ref_reduce(to_d(h), {0}, red::sum), "sum<0>");
       expect(tessera::mean(x), ref_reduce(to_d(h), {}, red::mean), "mean");
       if (n > 0) expect(tessera::max(x), ref_reduce(to_d(h), {}, red::max), "max");
@@ -1043,6 +1059,8 @@ TEST_CASE("reductions combined with element-wise operations", "[expr][reduction]
         expect(tessera::sum<1>(x * x) + tessera::max<1>(p), ref_reduce(dx * dx, {1}, red::sum) + ref_reduce(dp, {1}, red::max),
              "sum<1>(x * x) + max<1>(p)");
       expect(tessera::mean<1>(x > 0), ref_reduce(xt::greater(dx, 0.0), {1}, red::mean), "mean<1>(x > 0)");
+      CHECK(tessera::type_of(tessera::sum<0>(x > 0)) == ty("int32", {{c, "Y"}}));
+      expect(tessera::sum<0>(x > 0), ref_reduce(xt::greater(dx, 0.0), {0}, red::sum), "sum<0>(x > 0)");
       expect(tessera::sum<0>(tessera::where(x > 0, x, 0)) - tessera::sum<0>(tessera::relu(x)), xt::zeros<double>({c}),
              "sum<0>(where(x > 0, x, 0)) - sum<0>(relu(x))");
     }
@@ -1243,6 +1261,29 @@ TEST_CASE("an expression returned from a function owns its operands", "[expr][li
     // Temporaries as operands.
     auto s = tessera::sum<1>(put<P<"X", "Y">>(m, ha) * 3);
     expect(s, ref_reduce(3.0 * da, {1}, red::sum), "reduction of a temporary's expression");
+  }
+}
+
+TEST_CASE("one expression evaluated from several host threads at once", "[expr][threads]") {
+  tessera::runtime rt{8};
+  std::mt19937 g(7002);
+  auto m = tessera::make_mesh<"X", "Y">({2, 4});
+  for (int trial = 0; trial < 4; ++trial) {
+    std::size_t const r = draw_dim_nonempty(g), c = draw_dim(g);
+    auto const h = random_host<float>(shape_t<2>{r, c}, g);
+    auto const x = put<P<"X", "Y">>(m, h);
+    auto const y = put<P<"Y", none>>(m, h);
+    // A reduction, a transpose of an expression and a resharded operand: each is computed
+    // once, on first use, and shared by the copies of the expression.
+    auto const e = x - tessera::mean<0>(x) + tessera::transpose(tessera::transpose(x) * 2) + y;
+    xt::xarray<double> const d = to_d(h);
+    xt::xarray<double> const want = d - ref_reduce(d, {0}, red::mean) + 2.0 * d + d;
+    std::vector<xt::xtensor<float, 2>> results(4);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < results.size(); ++i)
+      threads.emplace_back([&, i, copy = e] { results[i] = tessera::to_host(tessera::eval(copy)); });
+    for (auto& t : threads) t.join();
+    for (auto const& res : results) CHECK(mismatch(res, want, 2e-5).empty());
   }
 }
 
