@@ -6,13 +6,13 @@
 # at the same thread count: above 1, tessera is faster); then the compile times of
 # the tour example and of a small file that uses expressions.
 #
-#   bash bench/run_expr.sh [build-dir]      # default build/bench-expr; about 6 minutes
+#   bash bench/run_expr.sh [build-dir]      # default build/bench-expr; about 10 minutes
 #
 # It configures and builds the two benchmark programs in a Release build directory
 # (tests and examples off). Environment: REPS (benchmark repetitions, the best is
 # kept; repetitions are interleaved at random so that drifts of the machine hit
-# every implementation alike; default 3), COMPILE_REPS (compiles per file and compiler, the fastest is kept;
-# default 3), SKIP_COMPILE=1 to leave the compile times out, FILTER (a
+# every implementation alike; default 3), COMPILE_REPS (compiles per file and
+# compiler, the fastest is kept; default 3), SKIP_COMPILE=1 to leave the compile times out, FILTER (a
 # --benchmark_filter regex). OpenMP and Eigen (Debian: libeigen3-dev) are optional;
 # without them their columns stay empty.
 set -euo pipefail
