@@ -15,6 +15,7 @@
 #include "tessera/core/single_device_sharding.hpp"
 #include "tessera/core/varying_axes.hpp"
 #include "tessera/core/slice.hpp"
+#include "tessera/core/tuple_traits.hpp"
 
 #include "tessera/runtime/device_buffer.hpp"
 #include "tessera/runtime/device_error.hpp"

@@ -286,14 +286,12 @@ class elementwise : public expression_tag {
 
   /// Checks the meshes and broadcasts the shapes now, as JAX does when it traces.
   explicit elementwise(Args... args) : args_(std::move(args)...) {
-    mesh_type const* m = nullptr;
+    mesh_type const& m = mesh();
     std::apply(
         [&](auto const&... a) {
           auto one = [&](auto const& x) {
-            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value) {
-              if (m == nullptr) m = detail::mesh_of(x);
-              else detail::check_same_mesh(*m, *detail::mesh_of(x), "expression");
-            }
+            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
+              detail::check_same_mesh(m, *detail::mesh_of(x), "expression");
           };
           (one(a), ...);
         },

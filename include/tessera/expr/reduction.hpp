@@ -222,12 +222,9 @@ class reduction : public expression_tag {
             detail::group const g = detail::group_along(pos, sizes, red_axes);
             detail::op_signature sig;
             sig.kind = 1;
-            for (std::size_t i = 0; i < red_axes.size(); ++i) {
-              sig.axes |= std::uint64_t{1} << red_axes[i];
-              sig.order |= static_cast<std::uint64_t>(red_axes[i]) << (4 * i);
-            }
+            detail::sign_axes(sig, red_axes);
             sig.count = out_count;
-            sig.dtype = static_cast<std::uint32_t>(sizeof(V));
+            sig.dtype = detail::dtype_code<V>();
             sig.describe = &detail::describe_reduction;
             detail::all_reduce(t, pos, g, sig, partial.data(), out.data(), out_count, detail::runtime_op<Op>());
           }

@@ -13,6 +13,7 @@
 #include "tessera/array/device_put.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/sharding.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 
@@ -41,17 +42,12 @@ out_shardings_t<S...> out_shardings(S const&... s) {
 
 namespace detail {
 
-template <class T>
-struct is_tuple : std::false_type {};
-template <class... T>
-struct is_tuple<std::tuple<T...>> : std::true_type {};
-
 /// A jit result as a value: expressions evaluated, tuples element by element, the rest as they are.
 template <class R>
 auto materialize(R&& r) {
   using D = std::remove_cvref_t<R>;
   if constexpr (expression_node<D>) return evaluate(r);
-  else if constexpr (is_tuple<D>::value)
+  else if constexpr (is_std_tuple<D>::value)
     return std::apply([](auto&&... x) { return std::make_tuple(materialize(std::forward<decltype(x)>(x))...); },
                       std::forward<R>(r));
   else return D(std::forward<R>(r));
@@ -115,7 +111,7 @@ class jitted_with<F, in_shardings_t<In...>, out_shardings_t<Out...>> {
   template <std::size_t... I, class... A>
   auto call(std::index_sequence<I...>, A&&... a) const {
     auto r = f_(detail::put_as(std::forward<A>(a), std::get<I>(in_.shardings))...);
-    if constexpr (detail::is_tuple<std::remove_cvref_t<decltype(r)>>::value) {
+    if constexpr (detail::is_std_tuple<std::remove_cvref_t<decltype(r)>>::value) {
       constexpr std::size_t n = std::tuple_size_v<std::remove_cvref_t<decltype(r)>>;
       static_assert(diagnostic::jit_shardings_must_match_in_number<sizeof...(Out), n, sizeof...(Out) == n>::value);
       if constexpr (sizeof...(Out) == n) {

@@ -25,6 +25,7 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/named_sharding.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/core/varying_axes.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
@@ -95,11 +96,6 @@ struct shard_map_result_must_be_a_block {
 }  // namespace diagnostic
 
 namespace detail {
-
-template <class T>
-struct is_std_tuple : std::false_type {};
-template <class... T>
-struct is_std_tuple<std::tuple<T...>> : std::true_type {};
 
 /// The results of a body as a tuple, whatever it returned.
 template <class R>

@@ -90,22 +90,6 @@ group group_of(spmd_frame const& f, std::array<std::size_t, K> const& axes) {
   return group_along(f.pos, f.sizes, axes);
 }
 
-/// Packs the axes of a collective into a signature.
-template <std::size_t K>
-void sign_axes(op_signature& s, std::array<std::size_t, K> const& axes) {
-  for (std::size_t i = 0; i < K; ++i) {
-    s.axes |= std::uint64_t{1} << axes[i];
-    s.order |= static_cast<std::uint64_t>(axes[i]) << (4 * i);
-  }
-}
-
-/// Element type code for signatures: size, floating, signed, bool.
-template <class T>
-constexpr std::uint32_t dtype_code() {
-  return static_cast<std::uint32_t>(sizeof(T)) | (std::is_floating_point_v<T> ? 0x100u : 0u) |
-         (std::is_signed_v<T> ? 0x200u : 0u) | (std::is_same_v<T, bool> ? 0x400u : 0u);
-}
-
 /// Collective kinds, as signature codes; kind 0 is "the end of the body".
 enum class op_kind : std::uint32_t { end = 0, psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all, ppermute };
 

@@ -25,6 +25,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/runtime/device_error.hpp"
@@ -72,6 +73,21 @@ struct group {
   std::size_t rank = 0;
   std::size_t size() const { return members.size(); }
 };
+
+/// Packs the axes of a collective into a signature.
+inline void sign_axes(op_signature& s, std::span<std::size_t const> axes) {
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    s.axes |= std::uint64_t{1} << axes[i];
+    s.order |= static_cast<std::uint64_t>(axes[i]) << (4 * i);
+  }
+}
+
+/// Element type code for signatures: size, floating, signed, bool.
+template <class T>
+constexpr std::uint32_t dtype_code() {
+  return static_cast<std::uint32_t>(sizeof(T)) | (std::is_floating_point_v<T> ? 0x100u : 0u) |
+         (std::is_signed_v<T> ? 0x200u : 0u) | (std::is_same_v<T, bool> ? 0x400u : 0u);
+}
 
 /// One device's mailbox: where its input and output live during a collective, and which collective it is.
 struct alignas(64) mailbox {
