@@ -3,6 +3,7 @@
 // behind device_put, to_host and resharding by copy.
 
 #include <array>
+#include <algorithm>
 #include <cstddef>
 
 #include "tessera/array/shape.hpp"
@@ -23,13 +24,13 @@ bool intersect(std::array<slice, N> const& a, std::array<slice, N> const& b, std
   return true;
 }
 
-/// Copies `region` (global coordinates) from a buffer holding block `src_block`
-/// into a buffer holding block `dst_block`.
-template <class T, std::size_t N>
-void copy_region(T const* src, std::array<slice, N> const& src_block, T* dst, std::array<slice, N> const& dst_block,
-                 std::array<slice, N> const& region) {
+/// Calls run(src_run, dst_run, length) over `region` (global coordinates) of a buffer holding
+/// block `src_block` and one holding `dst_block`: copy_region with another operation.
+template <class T, std::size_t N, class Run>
+void visit_region(T const* src, std::array<slice, N> const& src_block, T* dst, std::array<slice, N> const& dst_block,
+                  std::array<slice, N> const& region, Run&& run) {
   if constexpr (N == 0) {
-    *dst = *src;
+    run(src, dst, 1);
   } else {
     std::array<std::size_t, N> src_shape{}, src_start{}, dst_shape{}, dst_start{}, extent{};
     std::array<std::size_t, 3 * N> scratch{};
@@ -40,8 +41,16 @@ void copy_region(T const* src, std::array<slice, N> const& src_block, T* dst, st
       dst_start[i] = region[i].start - dst_block[i].start;
       extent[i] = region[i].size();
     }
-    copy_box<T>(src, src_shape, src_start, dst, dst_shape, dst_start, extent, scratch);
+    visit_box<T>(src, src_shape, src_start, dst, dst_shape, dst_start, extent, scratch, run);
   }
+}
+
+/// Copies `region` (global coordinates) from a buffer holding block `src_block`
+/// into a buffer holding block `dst_block`.
+template <class T, std::size_t N>
+void copy_region(T const* src, std::array<slice, N> const& src_block, T* dst, std::array<slice, N> const& dst_block,
+                 std::array<slice, N> const& region) {
+  visit_region(src, src_block, dst, dst_block, region, [](T const* s, T* d, std::size_t n) { std::copy(s, s + n, d); });
 }
 
 /// The whole-array block of a shape (how host buffers are described).

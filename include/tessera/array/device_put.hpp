@@ -12,6 +12,8 @@
 #include <xtensor/xtensor.hpp>
 
 #include "tessera/array/placement.hpp"
+#include "tessera/array/reshard_events.hpp"
+#include "tessera/runtime/collective_counter.hpp"
 
 namespace tessera {
 
@@ -121,6 +123,7 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
     src_pos_of[static_cast<std::size_t>(src_ids[p])] = static_cast<int>(p);
   }
   auto const shape = x.shape();
+  detail::record_collectives(detail::reshard_events<T, N>(shape, src, dim_spec{}, s));
   return detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
     int const d = s.device_ids()[pos];
     // The source position on this device, if any: its copy of a block is the cheapest to read.

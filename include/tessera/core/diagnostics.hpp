@@ -127,4 +127,46 @@ struct jit_shardings_must_match_in_number {
   static constexpr bool value = true;
 };
 
+/// Fires when matmul's operands shard the contracting dimension on different Explicit axes.
+template <axis_name LeftAxis, axis_name RightAxis, bool Ok>
+struct matmul_contracting_dimension_sharded_on_different_axes {
+  static_assert(Ok,
+                "tessera::matmul: the contracting dimension is sharded on different mesh axes in the left and right "
+                "operands (the axes are the arguments of "
+                "'matmul_contracting_dimension_sharded_on_different_axes<left, right>' above); reshard one of them "
+                "to the other's axis or to None: tessera::reshard(x, tessera::P<...>{})");
+  static constexpr bool value = true;
+};
+
+/// Fires when matmul's operands shard a batch dimension on different Explicit axes.
+template <std::size_t Dim, axis_name LeftAxis, axis_name RightAxis, bool Ok>
+struct matmul_batch_dimension_sharded_on_different_axes {
+  static_assert(Ok,
+                "tessera::matmul: a batch dimension is sharded on different mesh axes in the left and right operands "
+                "(the result dimension and the axes are the arguments of "
+                "'matmul_batch_dimension_sharded_on_different_axes<dim, left, right>' above); batch dimensions must "
+                "be sharded alike: reshard one operand");
+  static constexpr bool value = true;
+};
+
+/// Fires when matmul's result (or its partial sum) would use one Explicit mesh axis twice.
+template <std::size_t Dim, axis_name Axis, bool Ok>
+struct matmul_result_would_use_a_mesh_axis_twice {
+  static_assert(Ok,
+                "tessera::matmul: the result would use one mesh axis twice, in two dimensions or in a dimension "
+                "and the partial sum over the contracting dimension (the result dimension and the axis are the "
+                "arguments of 'matmul_result_would_use_a_mesh_axis_twice<dim, axis>' above); reshard one operand");
+  static constexpr bool value = true;
+};
+
+/// Fires when matmul is given a rank-0 operand or a boolean one.
+template <std::size_t LeftRank, std::size_t RightRank, bool Ok>
+struct matmul_operands_must_be_numeric_arrays_of_rank_at_least_1 {
+  static_assert(Ok,
+                "tessera::matmul: both operands must have rank 1 or more and a numeric element type (the ranks are "
+                "the arguments of 'matmul_operands_must_be_numeric_arrays_of_rank_at_least_1<left, right>' above); "
+                "multiply by a scalar with *, and astype<int32_t> a bool array first");
+  static constexpr bool value = true;
+};
+
 }  // namespace tessera::diagnostic

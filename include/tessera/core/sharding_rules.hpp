@@ -111,6 +111,124 @@ constexpr std::array<dim_spec, Rk> reshard_target(std::array<dim_spec, Rk> const
   return t;
 }
 
+/// What a contraction (matmul) of two operands found.
+enum class contract_error {
+  none,
+  batch_conflict,        // a batch dimension sharded on different axes in the two operands
+  contracting_conflict,  // the contracting dimension sharded on different axes in the two operands
+  repeated_axis,         // the result (or its partial sum) would use one mesh axis twice
+};
+
+/// The spec of jnp.matmul(a, b) (ranks RA, RB >= 1): batch dimensions broadcast and combine as
+/// element-wise ones; the rows of `a` and the columns of `b` pass through; a contracting
+/// dimension sharded on one side (the other side takes the matching slice, free) or on both
+/// alike leaves the result partial over its axes (`unreduced`); on different axes it is a
+/// conflict. On Auto axes the right operand gives way: `b` is the spec it is resharded to.
+template <std::size_t R, std::size_t RA, std::size_t RB>
+struct contract_result {
+  std::array<dim_spec, R> dims{};  // the result's spec once summed over `unreduced`
+  dim_spec unreduced{};            // the mesh axes the local products are partial over
+  std::array<dim_spec, RA> a{};    // the spec each operand must have
+  std::array<dim_spec, RB> b{};
+  contract_error error = contract_error::none;
+  bool explicit_error = false;
+  std::size_t dim = 0;           // the result dimension of the (first) error
+  dim_spec left{}, right{};      // the entries that clashed
+};
+
+/// Batch dimensions of a rank-Rk matmul operand.
+constexpr std::size_t batch_rank(std::size_t rk) { return rk >= 2 ? rk - 2 : 0; }
+/// Rank of matmul's result.
+constexpr std::size_t matmul_rank(std::size_t ra, std::size_t rb) {
+  std::size_t const nb = batch_rank(ra) > batch_rank(rb) ? batch_rank(ra) : batch_rank(rb);
+  return nb + (ra >= 2 ? 1 : 0) + (rb >= 2 ? 1 : 0);
+}
+/// The contracting dimension of the right operand.
+constexpr std::size_t rhs_contracting(std::size_t rb) { return rb >= 2 ? rb - 2 : 0; }
+
+template <std::size_t RA, std::size_t RB, std::size_t M>
+constexpr auto contract_rule(std::array<dim_spec, RA> const& a, std::array<dim_spec, RB> const& b,
+                             std::array<mesh_axis, M> const& axes) {
+  constexpr std::size_t BA = batch_rank(RA), BB = batch_rank(RB), NB = BA > BB ? BA : BB;
+  constexpr std::size_t R = matmul_rank(RA, RB);
+  contract_result<R, RA, RB> r;
+  r.a = a;
+  r.b = b;
+  auto note = [&](contract_error e, std::size_t d, dim_spec const& x, dim_spec const& y) {
+    if (r.error == contract_error::none) {
+      r.error = e;
+      r.dim = d;
+      r.left = x;
+      r.right = y;
+    }
+    r.explicit_error = r.explicit_error || has_explicit_axis(x, axes) || has_explicit_axis(y, axes);
+  };
+  // Each pass settles one clash by replicating one entry of b; at most RB + 1 passes.
+  for (std::size_t pass = 0; pass <= RB + 1; ++pass) {
+    std::array<dim_spec, R> dims{};
+    std::array<bool, R> from_b{};  // the entry came from b (so b gives way)
+    std::array<std::size_t, R> b_dim{};
+    bool changed = false;
+    for (std::size_t d = 0; d < NB && !changed; ++d) {
+      dim_spec const x = d + BA >= NB ? r.a[d + BA - NB] : dim_spec{};
+      dim_spec const y = d + BB >= NB ? r.b[d + BB - NB] : dim_spec{};
+      b_dim[d] = d + BB - NB;
+      if (x == y || y.is_none()) {
+        dims[d] = x;
+      } else if (x.is_none()) {
+        dims[d] = y;
+        from_b[d] = true;
+      } else {
+        note(contract_error::batch_conflict, d, x, y);
+        r.b[d + BB - NB] = dim_spec{};
+        changed = true;
+      }
+    }
+    if (changed) continue;
+    std::size_t d = NB;
+    if constexpr (RA >= 2) dims[d++] = r.a[RA - 2];
+    if constexpr (RB >= 2) {
+      dims[d] = r.b[RB - 1];
+      from_b[d] = true;
+      b_dim[d] = RB - 1;
+    }
+    dim_spec const ka = r.a[RA - 1], kb = r.b[rhs_contracting(RB)];
+    dim_spec u = ka;
+    if (ka == kb || kb.is_none()) {
+      u = ka;
+    } else if (ka.is_none()) {
+      u = kb;
+    } else {
+      note(contract_error::contracting_conflict, R, ka, kb);
+      r.b[rhs_contracting(RB)] = dim_spec{};
+      continue;
+    }
+    // An axis used twice: by two result dimensions, or by a result dimension and the partial sum.
+    for (std::size_t i = 0; i < R && !changed; ++i)
+      for (std::size_t j = 0; j < R && !changed; ++j)
+        for (std::size_t k = 0; i != j && k < dims[i].count && !changed; ++k)
+          if (dims[j].uses(dims[i].axes[k]) && from_b[j]) {
+            note(contract_error::repeated_axis, j, dims[i], dims[j]);
+            r.b[b_dim[j]] = dim_spec{};
+            changed = true;
+          }
+    for (std::size_t j = 0; j < R && !changed; ++j)
+      for (std::size_t k = 0; k < u.count && !changed; ++k)
+        if (dims[j].uses(u.axes[k])) {
+          note(contract_error::repeated_axis, j, u, dims[j]);
+          // b gives way: its contracting entry if the partial axis came from it, else the clashing dimension.
+          if (ka.uses(u.axes[k])) r.b[b_dim[j]] = dim_spec{};
+          else r.b[rhs_contracting(RB)] = dim_spec{};
+          changed = true;
+        }
+    if (changed) continue;
+    r.dims = dims;
+    r.unreduced = u;
+    return r;
+  }
+  return r;
+}
+
 /// Whether `dims` lists distinct dimensions below `rank`.
 template <std::size_t K>
 constexpr bool valid_axes(std::array<std::size_t, K> const& dims, std::size_t rank) {

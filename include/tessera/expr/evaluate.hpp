@@ -38,6 +38,8 @@ template <class E>
 auto evaluate(E const& e) {
   if constexpr (is_named_array<E>::value) {
     return e;
+  } else if constexpr (requires { e.result(); }) {
+    return e.result();  // a node that materialises itself (a reduction, a product, a move)
   } else {
     using A = array_of_t<E>;
     using T = typename A::value_type;
@@ -56,14 +58,28 @@ auto evaluate(E const& e) {
   }
 }
 
+/// The array an operand holds or evaluates to (a materialised node's own result, not a copy).
+template <class E>
+auto materialised(E const& e) {
+  return evaluate(e);
+}
+
 }  // namespace detail
 
 template <class A, auto Target>
 void resharded<A, Target>::prepare() const {
-  detail::prepare(a_);
+  if constexpr (!detail::is_partial<A>) detail::prepare(a_);  // partial sums are not summed first
   std::call_once(cache_->once, [&] {
-    auto src = detail::evaluate(a_);
-    cache_->value.emplace(device_put(src, sharding_type(src.sharding().mesh())));
+    if constexpr (detail::is_partial<A>) {
+      // Partial sums go straight to the target: a reduce-scatter where it shards their axes.
+      cache_->value.emplace(detail::sum_partials(a_.partial(), detail::operand_traits<A>::unreduced,
+                                                 sharding_type(mesh()), detail::reduce_op::sum));
+    } else if constexpr (same_layout(detail::operand_traits<A>::spec, Target)) {
+      cache_->value.emplace(detail::materialised(a_));
+    } else {
+      auto src = detail::materialised(a_);
+      cache_->value.emplace(device_put(src, sharding_type(src.sharding().mesh())));
+    }
   });
 }
 

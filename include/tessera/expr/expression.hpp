@@ -19,9 +19,13 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/shape.hpp"
+#include "tessera/array/reshard_events.hpp"
+#include "tessera/array/sum_partials.hpp"
+#include "tessera/core/communication_plan.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/partition_spec.hpp"
@@ -91,6 +95,7 @@ struct operand_traits<array<T, N, named_sharding<M, S>>> {
   using mesh_type = M;
   static constexpr std::size_t rank = N;
   static constexpr std::array<dim_spec, N> spec = padded_spec<S>(std::make_index_sequence<N>{});
+  static constexpr dim_spec unreduced{};
 };
 template <class S>
 struct operand_traits<scalar_operand<S>> {
@@ -98,6 +103,7 @@ struct operand_traits<scalar_operand<S>> {
   using mesh_type = void;
   static constexpr std::size_t rank = 0;
   static constexpr std::array<dim_spec, 0> spec{};
+  static constexpr dim_spec unreduced{};
 };
 template <class E>
 struct operand_traits<E, std::enable_if_t<expression_node<E>>> {
@@ -105,7 +111,16 @@ struct operand_traits<E, std::enable_if_t<expression_node<E>>> {
   using mesh_type = typename E::mesh_type;
   static constexpr std::size_t rank = E::rank;
   static constexpr std::array<dim_spec, E::rank> spec = E::spec;
+  /// The mesh axes its values are still partial sums over (none for most nodes).
+  static constexpr dim_spec unreduced = [] {
+    if constexpr (requires { E::unreduced; }) return E::unreduced;
+    else return dim_spec{};
+  }();
 };
+
+/// Whether an operand holds partial sums (JAX's `unreduced`).
+template <class E>
+inline constexpr bool is_partial = !operand_traits<E>::unreduced.is_none();
 
 /// The first mesh among the operands (numbers have none).
 template <class... E>
@@ -199,6 +214,18 @@ void prepare(E const& e) {
   if constexpr (expression_node<E>) e.prepare();
 }
 
+/// Appends the collectives evaluating an operand runs (none for arrays and numbers).
+template <class E>
+void plan_of(E const& e, std::vector<collective_event>& out) {
+  if constexpr (expression_node<E>) e.plan(out);
+}
+/// The same for an operand read as partial sums: its own sum is left out.
+template <class E>
+void partial_plan_of(E const& e, std::vector<collective_event>& out) {
+  if constexpr (is_partial<E>) e.partial_plan(out);
+  else plan_of(e, out);
+}
+
 /// The cursor of a stored operand for the device at `pos`, whose result block is `rb` of a
 /// result of global shape `rs` (Q = max(rank, 1) dimensions).
 template <std::size_t Q, class E>
@@ -256,6 +283,15 @@ class resharded : public expression_tag {
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
     return detail::cursor_of<Q>(*cache_->value, pos, rb, rs);
+  }
+  /// The operand's collectives, then the move's: a slice, all-gather, all-to-all, or for
+  /// partial sums a reduce-scatter or all-reduce.
+  void plan(std::vector<collective_event>& out) const {
+    detail::partial_plan_of(a_, out);
+    using from = named_sharding<mesh_type, detail::spec_type_t<detail::operand_traits<A>::spec>>;
+    auto const e = detail::reshard_events<value_type, rank>(shape(), from(mesh()), detail::operand_traits<A>::unreduced,
+                                                            sharding_type(mesh()));
+    out.insert(out.end(), e.begin(), e.end());
   }
 
  private:
@@ -320,6 +356,10 @@ class elementwise : public expression_tag {
   }
   /// The operands.
   std::tuple<Args...> const& operands() const { return args_; }
+  /// The collectives evaluating the operands runs.
+  void plan(std::vector<collective_event>& out) const {
+    std::apply([&](auto const&... a) { (detail::plan_of(a, out), ...); }, args_);
+  }
 
   /// Evaluates the node into an array (one fused pass per device).
   auto evaluate() const { return detail::evaluate(*this); }
@@ -404,6 +444,8 @@ class transposed : public expression_tag {
   mesh_type const& mesh() const { return *detail::mesh_of(a_); }
   /// Evaluates the node into an array (one fused pass per device).
   auto evaluate() const { return detail::evaluate(*this); }
+  /// The collectives evaluating the operand runs (the transpose itself is local).
+  void plan(std::vector<collective_event>& out) const { detail::plan_of(a_, out); }
   void prepare() const {
     if constexpr (!detail::is_named_array<A>::value) {
       detail::prepare(a_);

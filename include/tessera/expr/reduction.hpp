@@ -21,6 +21,7 @@
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/ops.hpp"
 #include "tessera/expr/promote.hpp"
+#include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/mesh_group.hpp"
@@ -122,8 +123,22 @@ class reduction : public expression_tag {
   static constexpr std::array<dim_spec, rank> spec = detail::reduce_spec(in::spec, axes);
   using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;
   using array_type = array<value_type, rank, sharding_type>;
+  /// The mesh axes of the sharded reduced dimensions, in mesh order: a sum or mean over them
+  /// is partial until summed (JAX's `unreduced`); max, min and prod all-reduce at once.
+  static constexpr dim_spec reduced_axes = detail::canonical([] {
+    dim_spec d;
+    for (auto const& a : mesh_type::axes)
+      for (std::size_t k : axes)
+        if (in::spec[k].uses(a.name)) d.axes[d.count++] = a.name;
+    return d;
+  }());
+  static constexpr bool linear = std::is_same_v<Op, op::sum> || std::is_same_v<Op, op::mean>;
+  static constexpr dim_spec unreduced = linear ? reduced_axes : dim_spec{};
 
-  explicit reduction(A a) : a_(std::move(a)), cache_(std::make_shared<detail::result_cache<array_type>>()) {
+  explicit reduction(A a)
+      : a_(std::move(a)),
+        cache_(std::make_shared<detail::result_cache<array_type>>()),
+        partial_(std::make_shared<detail::result_cache<array_type>>()) {
     if constexpr (std::is_same_v<Op, op::max> || std::is_same_v<Op, op::min>) {
       auto const s = detail::shape_of(a_);
       for (std::size_t k : axes)
@@ -148,14 +163,33 @@ class reduction : public expression_tag {
   A const& operand() const { return a_; }
 
   /// Evaluates the node into an array (its own pass, and an all-reduce where a reduced dimension is sharded).
-  auto evaluate() const {
+  auto evaluate() const { return result(); }
+  /// The reduced array (computed once; copies of the node share it).
+  array_type const& result() const {
     prepare();
     return *cache_->value;
   }
   void prepare() const {
     detail::prepare(a_);
-    std::call_once(cache_->once, [&] { cache_->value.emplace(compute()); });
+    std::call_once(cache_->once, [&] { cache_->value.emplace(compute(true)); });
   }
+  /// Every device's reduction of its own block, not yet summed over `unreduced`.
+  array_type const& partial() const {
+    detail::prepare(a_);
+    std::call_once(partial_->once, [&] { partial_->value.emplace(compute(false)); });
+    return *partial_->value;
+  }
+  template <std::size_t Q>
+  auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    return detail::cursor_of<Q>(*partial_->value, pos, rb, rs);
+  }
+  /// The operand's collectives, then the all-reduce over the sharded reduced dimensions' axes.
+  void plan(std::vector<collective_event>& out) const {
+    partial_plan(out);
+    if (!reduced_axes.is_none()) out.push_back(all_reduce_event());
+  }
+  /// The operand's collectives only.
+  void partial_plan(std::vector<collective_event>& out) const { detail::plan_of(a_, out); }
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
     return detail::cursor_of<Q>(*cache_->value, pos, rb, rs);
@@ -168,7 +202,16 @@ class reduction : public expression_tag {
     return false;
   }
 
-  array_type compute() const {
+  collective_event all_reduce_event() const {
+    sharding_type const s(mesh());
+    auto const shape = this->shape();
+    auto const m = detail::plan_mesh_of(mesh());
+    collective_event e{"all-reduce", {}, sizeof(value_type) * detail::largest_block(shape, spec, m)};
+    for (std::size_t a = 0; a < reduced_axes.count; ++a) e.axes.emplace_back(reduced_axes.axes[a].view());
+    return e;
+  }
+
+  array_type compute(bool all_reduce) const {
     using V = value_type;
     constexpr std::size_t N = in::rank;
     constexpr std::size_t Q = N == 0 ? 1 : N;
@@ -180,8 +223,10 @@ class reduction : public expression_tag {
     shape_t<rank> const out_shape = shape();
     // Mesh axes of the sharded reduced dimensions: the all-reduce runs over them.
     std::vector<std::size_t> red_axes;
-    for (std::size_t k : axes)
-      for (std::size_t a = 0; a < in::spec[k].count; ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axes[a]));
+    if (all_reduce)
+      for (std::size_t k : axes)
+        for (std::size_t a = 0; a < in::spec[k].count; ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axes[a]));
+    if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];
     std::array<bool, Q> reduced{};
@@ -246,7 +291,7 @@ class reduction : public expression_tag {
   }
 
   A a_;
-  std::shared_ptr<detail::result_cache<array_type>> cache_;
+  std::shared_ptr<detail::result_cache<array_type>> cache_, partial_;
 };
 
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include "tessera/core/tuple_traits.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/expr/functions.hpp"
 
 namespace tessera {
 
@@ -62,6 +63,10 @@ auto put_as(X&& x, S const& s) {
       if (x.sharding() == s) return D(x);
     }
     return device_put(x, s);
+  } else if constexpr (expression_node<D> && requires { S::spec_dims; }) {
+    // Through reshard, so partial sums go straight to s (a reduce-scatter where s shards their axes).
+    check_same_mesh(x.mesh(), s.mesh(), "jit out_shardings");
+    return evaluate(reshard(x, typename S::spec_type{}));
   } else if constexpr (expression_node<D>) {
     return device_put(evaluate(x), s);
   } else {
@@ -116,12 +121,12 @@ class jitted_with<F, in_shardings_t<In...>, out_shardings_t<Out...>> {
       static_assert(diagnostic::jit_shardings_must_match_in_number<sizeof...(Out), n, sizeof...(Out) == n>::value);
       if constexpr (sizeof...(Out) == n) {
         return [&]<std::size_t... J>(std::index_sequence<J...>) {
-          return std::make_tuple(detail::put_as(detail::materialize(std::get<J>(r)), std::get<J>(out_.shardings))...);
+          return std::make_tuple(detail::put_as(std::get<J>(r), std::get<J>(out_.shardings))...);
         }(std::make_index_sequence<n>{});
       }
     } else {
       static_assert(diagnostic::jit_shardings_must_match_in_number<sizeof...(Out), 1, sizeof...(Out) == 1>::value);
-      if constexpr (sizeof...(Out) == 1) return detail::put_as(detail::materialize(r), std::get<0>(out_.shardings));
+      if constexpr (sizeof...(Out) == 1) return detail::put_as(r, std::get<0>(out_.shardings));
     }
   }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -24,6 +25,16 @@
 namespace tessera::detail {
 
 enum class reduce_op { sum, max, min, prod };
+
+/// The value that leaves x unchanged under `op` (what an empty reduction gives).
+template <class T>
+T identity_of(reduce_op op) {
+  if (op == reduce_op::sum) return T(0);
+  if (op == reduce_op::prod) return T(1);
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    return op == reduce_op::max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  else return op == reduce_op::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+}
 
 /// out[i] = out[i] op src[i] for i < n.
 template <class T>

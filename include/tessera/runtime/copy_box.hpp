@@ -10,13 +10,14 @@
 
 namespace tessera::detail {
 
-/// Copies a box of `extent` elements between two row-major buffers of any rank, given their
-/// shapes and the box's start in each. Trailing dimensions whole in both merge into one run.
-/// `scratch` holds 3 * rank numbers: allocated by the caller, since this runs inside a collective.
-template <class T>
-void copy_box(T const* src, std::span<std::size_t const> src_shape, std::span<std::size_t const> src_start, T* dst,
-              std::span<std::size_t const> dst_shape, std::span<std::size_t const> dst_start,
-              std::span<std::size_t const> extent, std::span<std::size_t> scratch) noexcept {
+/// Calls run(src_run, dst_run, length) over a box of `extent` elements between two row-major
+/// buffers of any rank, given their shapes and the box's start in each. Trailing dimensions
+/// whole in both merge into one run. `scratch` holds 3 * rank numbers: allocated by the
+/// caller, since this runs inside a collective.
+template <class T, class Run>
+void visit_box(T const* src, std::span<std::size_t const> src_shape, std::span<std::size_t const> src_start, T* dst,
+               std::span<std::size_t const> dst_shape, std::span<std::size_t const> dst_start,
+               std::span<std::size_t const> extent, std::span<std::size_t> scratch, Run&& run_op) noexcept {
   std::size_t const n = extent.size();
   for (std::size_t i = 0; i < n; ++i)
     if (extent[i] == 0) return;
@@ -41,7 +42,7 @@ void copy_box(T const* src, std::span<std::size_t const> src_shape, std::span<st
     dof += dst_start[i] * ds[i];
   }
   for (;;) {
-    std::copy(src + so, src + so + run, dst + dof);
+    run_op(src + so, dst + dof, run);
     std::size_t i = k;
     for (;;) {
       if (i == 0) return;
@@ -55,6 +56,15 @@ void copy_box(T const* src, std::span<std::size_t const> src_shape, std::span<st
       idx[i] = 0;
     }
   }
+}
+
+/// Copies a box between two row-major buffers of any rank (see visit_box).
+template <class T>
+void copy_box(T const* src, std::span<std::size_t const> src_shape, std::span<std::size_t const> src_start, T* dst,
+              std::span<std::size_t const> dst_shape, std::span<std::size_t const> dst_start,
+              std::span<std::size_t const> extent, std::span<std::size_t> scratch) noexcept {
+  visit_box(src, src_shape, src_start, dst, dst_shape, dst_start, extent, scratch,
+            [](T const* s, T* d, std::size_t n) { std::copy(s, s + n, d); });
 }
 
 }  // namespace tessera::detail

@@ -1,0 +1,39 @@
+#pragma once
+// The collectives of a move between two named shardings of one mesh, for an
+// array of a given shape and element type: what device_put, reshard and the
+// sum of partial results record in a collective_counter, and what explain()
+// lists before they run.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "tessera/array/shape.hpp"
+#include "tessera/core/communication_plan.hpp"
+#include "tessera/core/partition_spec.hpp"
+
+namespace tessera::detail {
+
+/// Whether S is a NamedSharding (a spec over a mesh), the only layouts a plan describes.
+template <class S>
+concept has_spec = requires {
+  S::spec_dims;
+  typename S::mesh_type;
+};
+
+/// The collectives that take an array of `shape` (T elements) laid out by `from`, summed over
+/// `unreduced` when it is partial, to `to`.
+template <class T, std::size_t N, class S1, class S2>
+std::vector<collective_event> reshard_events(shape_t<N> const& shape, S1 const& from, dim_spec const& unreduced,
+                                             S2 const& to) {
+  if constexpr (has_spec<S1> && has_spec<S2>) {
+    auto const m = plan_mesh_of(from.mesh());
+    return reshard_plan(std::span<std::size_t const>(shape.data(), N), std::span<dim_spec const>(S1::spec_dims),
+                        unreduced, std::span<dim_spec const>(S2::spec_dims), m, sizeof(T));
+  } else {
+    (void)shape, (void)from, (void)unreduced, (void)to;
+    return {};
+  }
+}
+
+}  // namespace tessera::detail
