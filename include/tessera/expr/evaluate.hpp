@@ -34,28 +34,43 @@ shape_t<Q> eval_shape(shape_t<N> const& shape) {
   else return shape;
 }
 
+/// One fused pass per device over its block of E's result, reading the cursor `Partial` picks
+/// (the node's partial values, or its summed ones).
+template <bool Partial, class E>
+auto fill_pass(E const& e) {
+  using A = array_of_t<E>;
+  using T = typename A::value_type;
+  using S = typename A::sharding_type;
+  constexpr std::size_t N = A::rank;
+  constexpr std::size_t Q = N == 0 ? 1 : N;
+  S const s(e.mesh());
+  shape_t<N> const shape = e.shape();
+  shape_t<Q> const rs = eval_shape<Q>(shape);
+  return build_array<T, N, S>(s, shape, "evaluate", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+    auto const rb = eval_block<Q>(block);
+    auto cur = [&] {
+      if constexpr (Partial) return e.template partial_cursor<Q>(pos, rb, rs);
+      else return cursor_of<Q>(e, pos, rb, rs);
+    }();
+    fill_block<T, Q>(cur, out, block_shape(rb));
+  });
+}
+
 template <class E>
 auto evaluate(E const& e) {
   if constexpr (is_named_array<E>::value) {
     return e;
   } else if constexpr (requires { e.result(); }) {
-    return e.result();  // a node that materialises itself (a reduction, a product, a move)
+    return e.result();  // a node that materialises itself (a reduction, a product, a move, a partial sum)
   } else {
-    using A = array_of_t<E>;
-    using T = typename A::value_type;
-    using S = typename A::sharding_type;
-    constexpr std::size_t N = A::rank;
-    constexpr std::size_t Q = N == 0 ? 1 : N;
     e.prepare();
-    S const s(e.mesh());
-    shape_t<N> const shape = e.shape();
-    shape_t<Q> const rs = eval_shape<Q>(shape);
-    return build_array<T, N, S>(s, shape, "evaluate", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
-      auto const rb = eval_block<Q>(block);
-      auto cur = cursor_of<Q>(e, pos, rb, rs);
-      fill_block<T, Q>(cur, out, block_shape(rb));
-    });
+    return fill_pass<false>(e);
   }
+}
+
+template <class E>
+auto evaluate_partial(E const& e) {
+  return fill_pass<true>(e);
 }
 
 /// The array an operand holds or evaluates to (a materialised node's own result, not a copy).

@@ -31,6 +31,7 @@
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/cursor.hpp"
+#include "tessera/expr/ops.hpp"
 
 namespace tessera {
 
@@ -194,6 +195,9 @@ using array_of_t = array<typename operand_traits<E>::value_type, operand_traits<
 /// Declared here, defined in expr/evaluate.hpp: an expression evaluated into an array with its propagated sharding.
 template <class E>
 auto evaluate(E const& e);
+/// Declared here, defined in expr/evaluate.hpp: every device's partial values of a partial node.
+template <class E>
+auto evaluate_partial(E const& e);
 
 /// The mesh of a stored operand (nullptr for numbers).
 template <class E>
@@ -249,6 +253,52 @@ constexpr bool fits(std::array<dim_spec, K> const& s, std::array<dim_spec, R> co
   for (std::size_t j = 0; j < K; ++j)
     if (!s[j].is_none() && !(s[j] == result[j + R - K])) return false;
   return true;
+}
+
+/// Whether an operand's spec shards a dimension over one of the axes in `u`.
+template <class E>
+constexpr bool spec_uses_any(dim_spec const& u) {
+  for (auto const& d : operand_traits<E>::spec)
+    for (std::size_t i = 0; i < u.count; ++i)
+      if (d.uses(u.axes[i])) return true;
+  return false;
+}
+
+/// The partial-sum axes an element-wise node keeps: a linear operation on partial sums is
+/// itself a partial sum (p1 + p2, -p, p * c, p / c with c whole on every device it meets),
+/// so the sum waits for the result. Anything else sums its operands first (none).
+template <class Op, class... Args>
+constexpr dim_spec elementwise_unreduced() {
+  constexpr std::size_t partial = (std::size_t{is_partial<Args>} + ... + 0);
+  if constexpr (partial == 0) {
+    return {};
+  } else {
+    dim_spec u{};
+    bool same = true;
+    auto pick = [&](dim_spec const& x) {
+      if (x.is_none()) return;
+      if (u.is_none()) u = x;
+      else same = same && u == x;
+    };
+    (pick(operand_traits<Args>::unreduced), ...);
+    if (!same) return {};
+    constexpr std::size_t arrays = (std::size_t{!is_scalar_operand<Args>::value} + ... + 0);
+    // Non-partial operands must not be sharded over the partial axes: the device's partial
+    // value covers the whole block there, and their slice would cut it.
+    bool const others_whole = ((is_partial<Args> || !spec_uses_any<Args>(u)) && ...);
+    if constexpr (std::is_same_v<Op, op::add> || std::is_same_v<Op, op::subtract>) {
+      return partial == arrays && partial == sizeof...(Args) ? u : dim_spec{};
+    } else if constexpr (std::is_same_v<Op, op::negate>) {
+      return u;
+    } else if constexpr (std::is_same_v<Op, op::multiply>) {
+      return partial == 1 && others_whole ? u : dim_spec{};
+    } else if constexpr (std::is_same_v<Op, op::divide>) {
+      constexpr bool first_partial = is_partial<std::tuple_element_t<0, std::tuple<Args...>>>;
+      return partial == 1 && first_partial && others_whole ? u : dim_spec{};
+    } else {
+      return {};
+    }
+  }
 }
 
 }  // namespace detail
@@ -319,9 +369,15 @@ class elementwise : public expression_tag {
   static_assert((detail::fits(detail::operand_traits<Args>::spec, spec) && ...),
                 "tessera: internal: the operands of an element-wise node must be resharded to fit it first");
   using sharding_type = named_sharding<mesh_type, detail::spec_type_t<spec>>;
+  using array_type = array<value_type, rank, sharding_type>;
+  /// The mesh axes the values are still partial sums over: a linear operation keeps its
+  /// operands' partial sums (JAX's `unreduced`), summed once, when the result is used.
+  static constexpr dim_spec unreduced = detail::canonical(detail::elementwise_unreduced<Op, Args...>());
+  static constexpr bool partial_node = !unreduced.is_none();
 
   /// Checks the meshes and broadcasts the shapes now, as JAX does when it traces.
   explicit elementwise(Args... args) : args_(std::move(args)...) {
+    if constexpr (partial_node) cache_ = std::make_shared<partial_cache>();
     mesh_type const& m = mesh();
     std::apply(
         [&](auto const&... a) {
@@ -356,19 +412,76 @@ class elementwise : public expression_tag {
   }
   /// The operands.
   std::tuple<Args...> const& operands() const { return args_; }
-  /// The collectives evaluating the operands runs.
+  /// The collectives evaluating the operands runs (and the sum of a partial result).
   void plan(std::vector<collective_event>& out) const {
-    std::apply([&](auto const&... a) { (detail::plan_of(a, out), ...); }, args_);
+    if constexpr (partial_node) {
+      partial_plan(out);
+      sharding_type const s(mesh());
+      auto const e = detail::reshard_events<value_type, rank>(shape_, s, unreduced, s);
+      out.insert(out.end(), e.begin(), e.end());
+    } else {
+      std::apply([&](auto const&... a) { (detail::plan_of(a, out), ...); }, args_);
+    }
+  }
+  /// The operands' collectives, partial operands left unsummed.
+  void partial_plan(std::vector<collective_event>& out) const {
+    std::apply([&](auto const&... a) { (detail::partial_plan_of(a, out), ...); }, args_);
   }
 
   /// Evaluates the node into an array (one fused pass per device).
   auto evaluate() const { return detail::evaluate(*this); }
   void prepare() const {
-    std::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);
+    if constexpr (partial_node) {
+      partial();
+      std::call_once(cache_->reduced_once, [&] {
+        cache_->reduced.emplace(
+            detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
+      });
+    } else {
+      std::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);
+    }
+  }
+  /// The summed result of a partial node (computed once; copies share it).
+  array_type const& result() const
+    requires partial_node
+  {
+    prepare();
+    return *cache_->reduced;
+  }
+  /// Every device's partial values: one fused pass over the operands' partial values.
+  array_type const& partial() const
+    requires partial_node
+  {
+    std::apply(
+        [](auto const&... a) {
+          auto one = [](auto const& x) {
+            if constexpr (detail::is_partial<std::remove_cvref_t<decltype(x)>>) x.partial();
+            else detail::prepare(x);
+          };
+          (one(a), ...);
+        },
+        args_);
+    std::call_once(cache_->partial_once, [&] { cache_->partial.emplace(detail::evaluate_partial(*this)); });
+    return *cache_->partial;
+  }
+  template <std::size_t Q>
+  auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const
+    requires partial_node
+  {
+    return std::apply(
+        [&](auto const&... a) {
+          auto one = [&](auto const& x) {
+            if constexpr (detail::is_partial<std::remove_cvref_t<decltype(x)>>) return x.template partial_cursor<Q>(pos, rb, rs);
+            else return detail::cursor_of<Q>(x, pos, rb, rs);
+          };
+          return detail::map_cursor<Op, C, R, decltype(one(a))...>{{one(a)...}};
+        },
+        args_);
   }
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return std::apply(
+    if constexpr (partial_node) return detail::cursor_of<Q>(*cache_->reduced, pos, rb, rs);
+    else return std::apply(
         [&](auto const&... a) {
           return detail::map_cursor<Op, C, R, decltype(detail::cursor_of<Q>(a, pos, rb, rs))...>{
               {detail::cursor_of<Q>(a, pos, rb, rs)...}};
@@ -416,8 +529,13 @@ class elementwise : public expression_tag {
     }
   }
 
+  struct partial_cache {
+    std::once_flag partial_once, reduced_once;
+    std::optional<array_type> partial, reduced;
+  };
   std::tuple<Args...> args_;
   shape_t<rank> shape_{};
+  std::shared_ptr<partial_cache> cache_;  // partial nodes only
 };
 
 /// A transpose (jnp.transpose(x, axes)): result dimension i is the operand's Perm[i]. Free on an

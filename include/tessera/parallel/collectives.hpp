@@ -28,6 +28,7 @@
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
 #include "tessera/parallel/vma_of.hpp"
+#include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/device_buffer.hpp"
 
@@ -178,6 +179,13 @@ struct collective_call {
     sig.describe = f.describe;
   }
   std::size_t k() const { return g.size(); }
+  /// Records the collective in any live collective_counter, once (by the device at mesh position 0).
+  void record(char const* kind, std::size_t bytes) const {
+    if (f.pos != 0 || !counting()) return;
+    collective_event e{kind, {}, bytes};
+    for (std::size_t a : axes) e.axes.emplace_back(f.axis_names[a]);
+    record_collective(e);
+  }
 };
 
 /// An all-reduce of v's elements (an xt::xtensor of v's element type and shape), and the group size.
@@ -192,6 +200,7 @@ auto all_reduce_value(collective_input<T, N> const& in, op_kind kind, reduce_op 
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape);
+  c.record("all-reduce", in.count() * sizeof(T));
   auto out = make_result<T>(in.shape);
   all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
   return reduced<T, N>{std::move(out), c.k()};
@@ -281,6 +290,7 @@ auto gather(V&& v, std::size_t axis) {
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, axis);
+  c.record("all-gather", in.count() * c.k() * sizeof(T));
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
   for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
@@ -326,6 +336,7 @@ auto scatter(V&& v, std::size_t dim) {
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, dim * 2 + (Tiled ? 1 : 0));
+  c.record("reduce-scatter", in.count() * sizeof(T));
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
   for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
@@ -379,6 +390,7 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
+  c.record("all-to-all", in.count() * sizeof(T));
   all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
   return as_result<result_vma<V, false, A...>>(std::move(out));
 }
@@ -454,6 +466,7 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
   c.sig.count = in.count();
   c.sig.dtype = detail::dtype_code<T>();
   c.sig.param = h;
+  c.record("collective-permute", in.count() * sizeof(T));
   auto out = detail::make_result<T>(in.shape);
   detail::permute(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), source);
   return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
