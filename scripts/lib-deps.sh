@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/tour and scripts/test (sourced, not executed).
 
-# Debian packages every tessera build needs.
+# Debian packages every tessera build needs (libopenblas-dev is optional to tessera itself:
+# without it, float/double matrix products use tessera's own kernel instead of OpenBLAS).
 TESSERA_BASE_PACKAGES=(cmake g++ make pkg-config xtensor-dev libxsimd-dev libboost-dev
-                       catch2 libbenchmark-dev ccache)
+                       catch2 libbenchmark-dev ccache libopenblas-dev)
 
 tessera_log() { printf '\n==> %s\n' "$*"; }
 
