@@ -8,7 +8,8 @@
 //   (b) explicit sharding: the same on an Explicit mesh, printing the types of
 //       x, W, b and the result inside jit, as seed 002 does;
 //   (c) manual: shard_map, each device multiplying its 4 features by its 4 rows
-//       of W and a psum over "X" adding the parts (as examples/nn_layer_psum).
+//       of W and a psum over "X" adding the parts (as examples/nn_layer_psum):
+//       the collective_counter sees the same one all-reduce that (a) planned.
 // x, W and b are drawn as seed 002 draws them (jax.random.key(1701),
 // jax_random.hpp); all the results agree with each other and with the layer
 // computed on the host, and with the numbers seed 002 prints.
@@ -165,7 +166,14 @@ int main() {
       [](auto x, auto W, auto b) { return host_sigmoid(tessera::psum<"X">(vecmat(x, W)) + b); }, mesh,
       tessera::in_specs(P<"X">{}, P<"X", none>{}, P<none>{}), tessera::out_specs(P<none>{}));
   std::printf("\n(c) shard_map with psum (seeds 000 and 002)\n");
+  tessera::collective_counter counter;
   auto const out_c_array = layer_sharded(x, W, b);
+  std::printf("collectives run:\n");
+  for (auto const& e : counter.events()) std::cout << "  " << e << "\n";
+  // The psum is the all-reduce that (a) planned for the partial sums of x @ W.
+  bool const same_collectives = counter.events() == plan_a.collectives;
+  std::printf("the same collectives as (a): %s\n", same_collectives ? "yes" : "no");
+  all_ok = all_ok && same_collectives;
   std::cout << "out sharding: " << tessera::typeof(out_c_array) << "\n";
   auto const out_c = tessera::to_host(out_c_array);
   report("layer_sharded(x, W, b)", out_c, host);
