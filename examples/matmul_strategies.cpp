@@ -73,6 +73,20 @@ void strategy(std::string const& name, E const& c, Run const& run, xt::xtensor<f
   all_ok = all_ok && value_ok && plan_ok;
 }
 
+// strategy() for jit(body)(x, y), planned from body(x, y).
+template <class F, class X, class Y>
+void jitted(std::string const& name, F const& body, X const& x, Y const& y, xt::xtensor<float, 2> const& expected) {
+  strategy(name, body(x, y), [&] { return tessera::jit(body)(x, y); }, expected);
+}
+
+auto const matmul = [](auto const& x, auto const& y) { return tessera::matmul(x, y); };
+
+// with_sharding_constraint(x @ y, s)
+template <class S>
+auto constrained_to(S const& s) {
+  return [s](auto const& x, auto const& y) { return tessera::with_sharding_constraint(tessera::matmul(x, y), s); };
+}
+
 }  // namespace
 
 int main() {
@@ -96,21 +110,15 @@ int main() {
   auto const b_repl = tessera::device_put(b, replicated);
   std::cout << "A, B: float32[" << n << "," << n << "] on " << mesh_1d << "\n\n";
 
-  auto const matmul = [](auto const& x, auto const& y) { return tessera::matmul(x, y); };
-  auto const jit_matmul = tessera::jit(matmul);
-
   // 1. Row sharding: each device multiplies its 32 rows of A by the whole B.
-  strategy("1. rows: A P('devices', None) @ B P()", matmul(a_rows, b_repl),
-           [&] { return jit_matmul(a_rows, b_repl); }, expected);
+  jitted("1. rows: A P('devices', None) @ B P()", matmul, a_rows, b_repl, expected);
 
   // 2. Column sharding: each device multiplies the whole A by its 32 columns of B.
-  strategy("2. columns: A P() @ B P(None, 'devices')", matmul(a_repl, b_cols),
-           [&] { return jit_matmul(a_repl, b_cols); }, expected);
+  jitted("2. columns: A P() @ B P(None, 'devices')", matmul, a_repl, b_cols, expected);
 
   // 3. Seed 004's distributed_matmul inputs: A by rows, B by columns. C keeps A's rows on 'devices',
   // so B's columns cannot keep the axis too: B is gathered first (the right operand gives way).
-  strategy("3. A P('devices', None) @ B P(None, 'devices')", matmul(a_rows, b_cols),
-           [&] { return jit_matmul(a_rows, b_cols); }, expected);
+  jitted("3. A P('devices', None) @ B P(None, 'devices')", matmul, a_rows, b_cols, expected);
   // auto_sharded_matmul: pjit(matmul, in_shardings=(rows, cols), out_shardings=P(None, None)).
   auto const full = tessera::named_sharding(mesh_1d, P<none, none>{});
   auto const auto_sharded_matmul = tessera::jit(matmul, tessera::in_shardings(rows, cols), tessera::out_shardings(full));
@@ -120,13 +128,9 @@ int main() {
   // 4. The contracting dimension sharded: every device multiplies A's 32 columns by B's 32 rows, a
   // partial sum of all of C. Used as it is, C is replicated: an all-reduce. Constrained to rows: each
   // device sums only its rows of the partial products, a reduce-scatter, an eighth of the data out.
-  strategy("4. contracting: A P(None, 'devices') @ B P('devices', None)", matmul(a_cols, b_rows),
-           [&] { return jit_matmul(a_cols, b_rows); }, expected);
-  auto const contract_to_rows = [&](auto const& x, auto const& y) {
-    return tessera::with_sharding_constraint(tessera::matmul(x, y), rows);
-  };
-  strategy("4. the same under with_sharding_constraint(C, P('devices', None))", contract_to_rows(a_cols, b_rows),
-           [&] { return tessera::jit(contract_to_rows)(a_cols, b_rows); }, expected);
+  jitted("4. contracting: A P(None, 'devices') @ B P('devices', None)", matmul, a_cols, b_rows, expected);
+  jitted("4. the same under with_sharding_constraint(C, P('devices', None))", constrained_to(rows), a_cols, b_rows,
+         expected);
 
   // 5. 2-D blocks on seed 004's mesh_2d = Mesh(devices[:4].reshape(2, 2), ('rows', 'cols')).
   auto const mesh_2d = tessera::make_mesh<"rows", "cols">({2, 2});
@@ -136,19 +140,14 @@ int main() {
   auto const b_krows = tessera::device_put(b, tessera::named_sharding(mesh_2d, P<"cols", none>{}));
   std::cout << "\nmesh_2d: " << mesh_2d << "\n";
   // A's column blocks meet B's row blocks on 'cols': C's blocks of rows are partial over 'cols'.
-  strategy("5. blocks: A P('rows', 'cols') @ B P('cols', None)", matmul(a_blocks, b_krows),
-           [&] { return jit_matmul(a_blocks, b_krows); }, expected);
-  auto const to_blocks = [&](auto const& x, auto const& y) {
-    return tessera::with_sharding_constraint(tessera::matmul(x, y), blocks);
-  };
-  strategy("5. the same under with_sharding_constraint(C, P('rows', 'cols'))", to_blocks(a_blocks, b_krows),
-           [&] { return tessera::jit(to_blocks)(a_blocks, b_krows); }, expected);
-  auto const c_blocks = tessera::jit(to_blocks)(a_blocks, b_krows);
+  jitted("5. blocks: A P('rows', 'cols') @ B P('cols', None)", matmul, a_blocks, b_krows, expected);
+  jitted("5. the same under with_sharding_constraint(C, P('rows', 'cols'))", constrained_to(blocks), a_blocks,
+         b_krows, expected);
+  auto const c_blocks = tessera::jit(constrained_to(blocks))(a_blocks, b_krows);
   tessera::visualize_array_sharding(c_blocks);
   // Both operands in seed 004's block sharding: B's rows are on 'rows', A's columns on 'cols', so B
   // gives way, and C's columns cannot be on 'cols' while its partial sum is: B is gathered whole.
-  strategy("5. blocks: A P('rows', 'cols') @ B P('rows', 'cols')", matmul(a_blocks, b_blocks),
-           [&] { return jit_matmul(a_blocks, b_blocks); }, expected);
+  jitted("5. blocks: A P('rows', 'cols') @ B P('rows', 'cols')", matmul, a_blocks, b_blocks, expected);
 
   std::printf("\nall strategies match the host product: %s\n", all_ok ? "yes" : "no");
   return all_ok ? 0 : 1;
