@@ -50,6 +50,7 @@
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/matmul.hpp"
 #include "tessera/expr/ops.hpp"
+#include "tessera/expr/partial_array.hpp"
 #include "tessera/expr/promote.hpp"
 #include "tessera/expr/reduction.hpp"
 #include "tessera/expr/typeof_expression.hpp"

@@ -73,6 +73,26 @@ class array {
       { e.evaluate() } -> std::same_as<array>;
     }
   array(E const& e) : array(e.evaluate()) {}  // NOLINT: an expression converts to its value
+  /// The same values typed with another spec of the same layout (`P()` and `P(None, None)`
+  /// are one layout but two C++ types), so `w = step(w);` compiles: the blocks are copied,
+  /// device by device, with no communication.
+  template <class S2>
+    requires(!std::is_same_v<S2, S>) && requires {
+      S2::spec_dims;
+      S::spec_dims;
+    } && std::is_same_v<typename S2::mesh_type, typename S::mesh_type> && (same_layout(S2::spec_dims, S::spec_dims))
+  array(array<T, N, S2> const& o)  // NOLINT: the same layout converts implicitly
+      : st_(std::make_shared<detail::array_storage<T, N, S>>(
+            detail::array_storage<T, N, S>{S(o.sharding().mesh()), o.shape(), o.pool(), {}})) {
+    auto const& ids = st_->sharding.device_ids();
+    st_->buffers.reserve(ids.size());
+    for (std::size_t p = 0; p < ids.size(); ++p) {
+      std::size_t const n = detail::element_count(detail::block_shape(st_->sharding.block(p, st_->shape)));
+      device_buffer<T> b(n, device_buffer<T>::uninitialized, &st_->pool->memory(ids[p]));
+      std::copy(o.block_data(p), o.block_data(p) + n, b.data());
+      st_->buffers.push_back(std::move(b));
+    }
+  }
 
   /// x.shape
   shape_t<N> const& shape() const { return st_->shape; }

@@ -40,7 +40,7 @@ struct communication_plan {
   }
 };
 
-/// The plan of evaluating `e` (like printing the HLO of jax.jit(f).lower(x).compile() and
+/// The plan of evaluating `e` now (results already computed and cached in its nodes run nothing again; like printing the HLO of jax.jit(f).lower(x).compile() and
 /// looking for its collectives); an array's plan is empty.
 template <sharded_expression E>
 communication_plan explain(E const& e) {

@@ -138,6 +138,7 @@ class contraction : public expression_tag {
   /// The operands' collectives, then the all-reduce of the partial sums (none when the
   /// contracting dimension is whole on every device).
   void plan(std::vector<collective_event>& out) const {
+    if (cache_->reduced) return;  // already summed: nothing left to run
     partial_plan(out);
     if constexpr (!unreduced.is_none()) {
       sharding_type const s(mesh());
@@ -147,6 +148,7 @@ class contraction : public expression_tag {
   }
   /// The operands' collectives only (the moves that put them in place).
   void partial_plan(std::vector<collective_event>& out) const {
+    if (cache_->partial) return;
     detail::plan_of(a_, out);
     detail::plan_of(b_, out);
   }

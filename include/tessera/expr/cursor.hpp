@@ -118,6 +118,20 @@ leaf_cursor<T, Q> make_leaf_cursor(T const* data, std::array<slice, N> const& bl
   return c;
 }
 
+/// One row on xsimd batches; returns the elements done. Flattened, so the whole operation
+/// tree (xsimd's sin, exp, ...) is inlined into the loop whatever other call sites the
+/// translation unit has; the cursor is copied into a local, so the batch stores (xsimd's
+/// stores alias anything) do not force the leaves' row pointers and strides to be reloaded
+/// from memory for every batch.
+template <class T, class Cursor>
+[[gnu::flatten]] std::size_t fill_row_simd(Cursor const& cur_in, T* o, std::size_t inner) {
+  Cursor const cur = cur_in;
+  using B = xsimd::batch<T>;
+  std::size_t k = 0;
+  for (; k + B::size <= inner; k += B::size) cur.template load<B>(k).store_unaligned(o + k);
+  return k;
+}
+
 /// out (a row-major block of shape `local`) = the cursor's values, row by row.
 template <class T, std::size_t Q, class Cursor>
 void fill_block(Cursor& cur, T* out, shape_t<Q> const& local) {
@@ -133,10 +147,7 @@ void fill_block(Cursor& cur, T* out, shape_t<Q> const& local) {
     T* o = out + r * inner;
     std::size_t k = 0;
     if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) {
-      if (vec) {
-        using B = xsimd::batch<T>;
-        for (; k + B::size <= inner; k += B::size) cur.template load<B>(k).store_unaligned(o + k);
-      }
+      if (vec) k = fill_row_simd<T>(cur, o, inner);
     }
     for (; k < inner; ++k) o[k] = cur.at(k);
     for (std::size_t d = Q - 1; d-- > 0;) {

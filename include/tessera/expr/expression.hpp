@@ -337,6 +337,7 @@ class resharded : public expression_tag {
   /// The operand's collectives, then the move's: a slice, all-gather, all-to-all, or for
   /// partial sums a reduce-scatter or all-reduce.
   void plan(std::vector<collective_event>& out) const {
+    if (cache_->value) return;  // already moved: nothing left to run
     detail::partial_plan_of(a_, out);
     using from = named_sharding<mesh_type, detail::spec_type_t<detail::operand_traits<A>::spec>>;
     auto const e = detail::reshard_events<value_type, rank>(shape(), from(mesh()), detail::operand_traits<A>::unreduced,
@@ -415,6 +416,7 @@ class elementwise : public expression_tag {
   /// The collectives evaluating the operands runs (and the sum of a partial result).
   void plan(std::vector<collective_event>& out) const {
     if constexpr (partial_node) {
+      if (cache_->reduced) return;  // already summed: nothing left to run
       partial_plan(out);
       sharding_type const s(mesh());
       auto const e = detail::reshard_events<value_type, rank>(shape_, s, unreduced, s);
@@ -425,6 +427,8 @@ class elementwise : public expression_tag {
   }
   /// The operands' collectives, partial operands left unsummed.
   void partial_plan(std::vector<collective_event>& out) const {
+    if constexpr (partial_node)
+      if (cache_->partial) return;
     std::apply([&](auto const&... a) { (detail::partial_plan_of(a, out), ...); }, args_);
   }
 
@@ -563,7 +567,11 @@ class transposed : public expression_tag {
   /// Evaluates the node into an array (one fused pass per device).
   auto evaluate() const { return detail::evaluate(*this); }
   /// The collectives evaluating the operand runs (the transpose itself is local).
-  void plan(std::vector<collective_event>& out) const { detail::plan_of(a_, out); }
+  void plan(std::vector<collective_event>& out) const {
+    if constexpr (!detail::is_named_array<A>::value)
+      if (cache_->value) return;
+    detail::plan_of(a_, out);
+  }
   void prepare() const {
     if constexpr (!detail::is_named_array<A>::value) {
       detail::prepare(a_);

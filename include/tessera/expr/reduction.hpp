@@ -58,6 +58,18 @@ inline std::string describe_reduction(op_signature const& s) {
   return "the all-reduce of a reduction over " + std::to_string(s.count) + " elements per device";
 }
 
+/// row[k] op= the cursor's values on xsimd batches; returns the elements done (flattened, the
+/// cursor a local: see fill_row_simd).
+template <class Op, class V, class Cursor>
+[[gnu::flatten]] std::size_t combine_row_simd(Cursor const& cur_in, V* row, std::size_t inner) {
+  Cursor const cur = cur_in;
+  using B = xsimd::batch<V>;
+  std::size_t k = 0;
+  for (; k + B::size <= inner; k += B::size)
+    Op::combine(B::load_unaligned(row + k), cur.template load<B>(k)).store_unaligned(row + k);
+  return k;
+}
+
 /// out (shape `out_local`, already the identity) op= the cursor's values over the block `local`,
 /// dimension d of which is reduced when reduced[d].
 template <class Op, class V, std::size_t Q, class Cursor>
@@ -92,10 +104,7 @@ void reduce_block(Cursor& cur, V* out, shape_t<Q> const& local, std::array<bool,
     } else {
       V* row = out + o;
       if constexpr (can_simd) {
-        using B = xsimd::batch<V>;
-        if (vec)
-          for (; k + B::size <= inner; k += B::size)
-            Op::combine(B::load_unaligned(row + k), cur.template load<B>(k)).store_unaligned(row + k);
+        if (vec) k = combine_row_simd<Op, V>(cur, row, inner);
       }
       for (; k < inner; ++k) row[k] = Op::combine(row[k], static_cast<V>(cur.at(k)));
     }
@@ -185,11 +194,14 @@ class reduction : public expression_tag {
   }
   /// The operand's collectives, then the all-reduce over the sharded reduced dimensions' axes.
   void plan(std::vector<collective_event>& out) const {
-    partial_plan(out);
+    if (cache_->value) return;  // already reduced: nothing left to run
+    detail::plan_of(a_, out);
     if (!reduced_axes.is_none()) out.push_back(all_reduce_event());
   }
   /// The operand's collectives only.
-  void partial_plan(std::vector<collective_event>& out) const { detail::plan_of(a_, out); }
+  void partial_plan(std::vector<collective_event>& out) const {
+    if (!partial_->value) detail::plan_of(a_, out);
+  }
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
     return detail::cursor_of<Q>(*cache_->value, pos, rb, rs);

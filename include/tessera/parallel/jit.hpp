@@ -17,6 +17,7 @@
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
+#include "tessera/expr/partial_array.hpp"
 
 namespace tessera {
 
@@ -35,8 +36,19 @@ template <class... S>
 struct out_shardings_t {
   std::tuple<S...> shardings;
 };
+namespace detail {
+template <class S>
+struct is_partial_sharding : std::false_type {};
+template <class S, dim_spec U>
+struct is_partial_sharding<partial_sharding<S, U>> : std::true_type {};
+}  // namespace detail
+
+/// A sharding, or tessera::partial(sharding) for a result kept in the partial state.
+template <class S>
+concept out_sharding = sharding<S> || detail::is_partial_sharding<S>::value;
+
 /// jax.jit(..., out_shardings=(s0, ...))
-template <sharding... S>
+template <out_sharding... S>
 out_shardings_t<S...> out_shardings(S const&... s) {
   return {std::tuple<S...>(s...)};
 }
@@ -54,6 +66,30 @@ auto materialize(R&& r) {
   else return D(std::forward<R>(r));
 }
 
+/// A result kept in the partial state asked for (each device's own partial block, unsummed).
+template <class X, class S, dim_spec U>
+auto put_as(X&& x, partial_sharding<S, U> const& ps) {
+  using D = std::remove_cvref_t<X>;
+  constexpr bool ok = [] {
+    if constexpr (expression_node<D>) {
+      return canonical(operand_traits<D>::unreduced) == canonical(U) &&
+             same_layout(operand_traits<D>::spec, S::spec_dims);
+    } else {
+      return false;
+    }
+  }();
+  static_assert(ok,
+                "tessera::jit: out_shardings asks for the partial state (tessera::partial) of a result that is not "
+                "partial over those mesh axes with that layout; return the partial expression itself (a matmul over "
+                "a sharded contracting dimension, a sum over a sharded dimension) or ask for a plain sharding");
+  if constexpr (ok) {
+    check_same_mesh(x.mesh(), ps.sharding.mesh(), "jit out_shardings");
+    return partial_array<typename D::value_type, D::rank, S, U>(x.partial());
+  } else {
+    return 0;
+  }
+}
+
 /// `x` laid out by `s`: as it is when it already is, else evaluated and put there (jax.device_put).
 template <class X, class S>
 auto put_as(X&& x, S const& s) {
@@ -66,7 +102,9 @@ auto put_as(X&& x, S const& s) {
   } else if constexpr (expression_node<D> && requires { S::spec_dims; }) {
     // Through reshard, so partial sums go straight to s (a reduce-scatter where s shards their axes).
     check_same_mesh(x.mesh(), s.mesh(), "jit out_shardings");
-    return evaluate(reshard(x, typename S::spec_type{}));
+    auto r = evaluate(reshard(x, typename S::spec_type{}));
+    if constexpr (std::is_same_v<typename decltype(r)::sharding_type, S>) return r;
+    else return device_put(r, s);  // the same layout, typed as the out_sharding was written (P() vs P(None, None))
   } else if constexpr (expression_node<D>) {
     return device_put(evaluate(x), s);
   } else {
