@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/array/shape.hpp"
@@ -22,14 +23,20 @@ concept has_spec = requires {
 };
 
 /// The collectives that take an array of `shape` (T elements) laid out by `from`, summed over
-/// `unreduced` when it is partial, to `to`.
+/// `unreduced` when it is partial, to `to` (none between two meshes).
 template <class T, std::size_t N, class S1, class S2>
 std::vector<collective_event> reshard_events(shape_t<N> const& shape, S1 const& from, dim_spec const& unreduced,
                                              S2 const& to) {
   if constexpr (has_spec<S1> && has_spec<S2>) {
-    auto const m = plan_mesh_of(from.mesh());
-    return reshard_plan(std::span<std::size_t const>(shape.data(), N), std::span<dim_spec const>(S1::spec_dims),
-                        unreduced, std::span<dim_spec const>(S2::spec_dims), m, sizeof(T));
+    if constexpr (std::is_same_v<typename S1::mesh_type, typename S2::mesh_type>) {
+      // A move between two meshes is a copy between device sets, not a collective of one mesh.
+      if (!(from.mesh() == to.mesh())) return {};
+      auto const m = plan_mesh_of(from.mesh());
+      return reshard_plan(std::span<std::size_t const>(shape.data(), N), std::span<dim_spec const>(S1::spec_dims),
+                          unreduced, std::span<dim_spec const>(S2::spec_dims), m, sizeof(T));
+    } else {
+      return {};
+    }
   } else {
     (void)shape, (void)from, (void)unreduced, (void)to;
     return {};

@@ -68,7 +68,10 @@ inline std::size_t largest_block(std::span<std::size_t const> shape, std::span<d
   for (std::size_t d = 0; d < shape.size(); ++d) {
     std::size_t parts = 1;
     if (d < spec.size())
-      for (std::size_t a = 0; a < spec[d].count; ++a) parts *= m.sizes[m.index_of(spec[d].axes[a])];
+      for (std::size_t a = 0; a < spec[d].count; ++a) {
+        std::size_t const i = m.index_of(spec[d].axes[a]);
+        parts *= i < m.sizes.size() ? m.sizes[i] : 1;
+      }
     n *= (shape[d] + parts - 1) / parts;
   }
   return n;
