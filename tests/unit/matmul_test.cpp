@@ -131,6 +131,18 @@ xt::xtensor<T, R> random_host(dims const& shape, std::mt19937& g) {
   return h;
 }
 
+/// Random float operands of a product [rows, k] @ [k, cols] (b drawn as [cols, k] when `b_transposed`).
+struct product_operands {
+  std::size_t rows, cols, k;
+  xt::xtensor<float, 2> a, b;
+};
+product_operands draw_product(std::mt19937& g, bool b_transposed = false) {
+  product_operands o{draw_size(g), draw_size(g), draw_size(g), {}, {}};
+  o.a = random_host<float, 2>({o.rows, o.k}, g);
+  o.b = b_transposed ? random_host<float, 2>({o.cols, o.k}, g) : random_host<float, 2>({o.k, o.cols}, g);
+  return o;
+}
+
 /// Shapes of matmul operands of ranks ra and rb: batch dimensions drawn per result dimension,
 /// a batch dimension of one operand set to 1 (it broadcasts) only where that operand does not
 /// shard it. `broadcast`: in every batch dimension both operands have, one of them is 1
@@ -460,6 +472,7 @@ TEST_CASE("hand-checked plans: all-reduce, reduce-scatter, none, and how explain
   SECTION("rows of a sharded, b replicated: no collectives") {
     auto const a = tessera::device_put(ha, tessera::named_sharding(mesh, P<axes<"X", "Y">, none>{}));
     auto const e = tessera::matmul(a, b);
+    STATIC_REQUIRE(decltype(e)::unreduced.is_none());
     CHECK(tessera::explain(e).collectives.empty());
     auto const [o, ran] = run_counted(e);
     CHECK(ran.empty());
@@ -730,6 +743,15 @@ TEST_CASE("reshard pairs: hand-checked plans", "[matmul][reshard][plan]") {
   REQUIRE(g_plan.collectives.size() == 1);
   CHECK(g_plan.collectives[0].bytes_per_device == 8 * 12 * 4);
   CHECK(g_plan.result == "float32[8,12]");
+  // Uneven blocks count whole (ceil division): [7,13] from P(X) (blocks 4x13) to P(None, X) (7x7).
+  auto const u = tessera::device_put(random_host<float, 2>({7, 13}, g), tessera::named_sharding(m, P<"X">{}));
+  auto const a2a = tessera::explain(tessera::reshard(u, P<none, "X">{}));
+  REQUIRE(a2a.collectives.size() == 1);
+  CHECK(a2a.collectives[0] == tessera::collective_event{"all-to-all", {"X"}, 4 * 13 * 4});
+  // Several axes in one event, printed as a Python tuple.
+  std::ostringstream os;
+  os << tessera::explain(tessera::reshard(xy, P<>{})).collectives.at(0);
+  CHECK(os.str() == "all-gather over ('X', 'Y'): 384 bytes per device");
 }
 
 // ===========================================================================
@@ -737,6 +759,25 @@ TEST_CASE("reshard pairs: hand-checked plans", "[matmul][reshard][plan]") {
 // ===========================================================================
 
 namespace {
+
+/// Sums of a matrix over dimension `dim` (0: a row of column sums), of its values or of their
+/// magnitudes (xt::sum is not used: UBSan flags it on empty arrays).
+xt::xarray<double> sum_over(xt::xarray<double> const& x, std::size_t dim, bool magnitudes) {
+  std::size_t const r = x.shape()[0], c = x.shape()[1];
+  xt::xarray<double> out = xt::zeros<double>(dims{dim == 0 ? c : r});
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) {
+      double const v = x.data()[i * c + j];
+      out.data()[dim == 0 ? j : i] += magnitudes ? std::abs(v) : v;
+    }
+  return out;
+}
+
+/// x + c, element by element.
+xt::xarray<double> plus(xt::xarray<double> x, double c) {
+  for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] += c;
+  return x;
+}
 
 /// Evaluates `e` (a constrained partial result), checks its values, type, plan and counter.
 template <class E>
@@ -757,17 +798,18 @@ TEST_CASE("partial sums: sum<0>, sum<1>, mean and matmul with sharded K, constra
   for (auto const& m : meshes_2d(g, tessera::auto_axes)) {
     INFO(describe(m));
     for (int t = 0; t < 2; ++t) {
-      std::size_t const rows = draw_size(g), cols = draw_size(g), k = draw_size(g);
+      auto const [rows, cols, k, ha, hb] = draw_product(g);
       INFO("rows " << rows << ", cols " << cols << ", k " << k);
       auto const h = random_host<float, 2>({rows, cols}, g);
       xt::xarray<double> const d = xt::cast<double>(h);
-      xt::xarray<double> const col_sums = xt::sum(d, {0}), row_sums = xt::sum(d, {1});
-      xt::xarray<double> const col_scale = xt::sum(xt::abs(d), {0}) + 1.0, row_scale = xt::sum(xt::abs(d), {1}) + 1.0;
+      xt::xarray<double> const col_sums = sum_over(d, 0, false), row_sums = sum_over(d, 1, false);
+      xt::xarray<double> const col_scale = plus(sum_over(d, 0, true), 1), row_scale = plus(sum_over(d, 1, true), 1);
       double const tol = 4.0 * static_cast<double>(std::max(rows, cols) + 1) * std::numeric_limits<float>::epsilon();
       auto const x = tessera::device_put(h, tessera::named_sharding(m, P<"X", "Y">{}));
       auto const to = [&](auto spec) { return tessera::named_sharding(m, spec); };
       // sum over X (dimension 0): partial over X, its result float32[cols@Y].
       auto const s0 = tessera::sum<0>(x);
+      STATIC_REQUIRE(decltype(s0)::unreduced.count == 1);  // partial over X
       check_partial(s0, col_sums, col_scale, tol, "all-reduce(X)", "sum<0>(x)");
       check_partial(tessera::with_sharding_constraint(s0, to(P<>{})), col_sums, col_scale, tol,
                     "all-reduce(X), all-gather(Y)", "sum<0>(x) to P()");
@@ -785,13 +827,12 @@ TEST_CASE("partial sums: sum<0>, sum<1>, mean and matmul with sharded K, constra
                     "sum<1>(x) to P(Y)");
       // mean is a sum divided after the reduce-scatter.
       if (rows > 0) {
-        xt::xarray<double> const col_means = col_sums / static_cast<double>(rows);
+        xt::xarray<double> col_means = col_sums;
+        for (std::size_t i = 0; i < col_means.size(); ++i) col_means.data()[i] /= static_cast<double>(rows);
         check_partial(tessera::with_sharding_constraint(tessera::mean<0>(x), to(P<"X">{})), col_means, col_scale, tol,
                       "reduce-scatter(X), all-gather(Y)", "mean<0>(x) to P(X)");
       }
       // matmul with K sharded on X, then on (X, Y).
-      auto const ha = random_host<float, 2>({rows, k}, g);
-      auto const hb = random_host<float, 2>({k, cols}, g);
       reference const ref = reference_matmul(xt::cast<double>(ha), xt::cast<double>(hb));
       double const mtol = 4.0 * static_cast<double>(k + 1) * std::numeric_limits<float>::epsilon();
       auto const a = tessera::device_put(ha, tessera::named_sharding(m, P<none, "X">{}));
@@ -806,6 +847,7 @@ TEST_CASE("partial sums: sum<0>, sum<1>, mean and matmul with sharded K, constra
       auto const a2 = tessera::device_put(ha, tessera::named_sharding(m, P<none, axes<"X", "Y">>{}));
       auto const b2 = tessera::device_put(hb, tessera::named_sharding(m, P<axes<"X", "Y">>{}));
       auto const p2 = tessera::matmul(a2, b2);
+      STATIC_REQUIRE(decltype(p2)::unreduced.count == 2);  // partial over (X, Y)
       check_partial(tessera::reshard(p2, P<"X", "Y">{}), ref.value, ref.scale, mtol, "reduce-scatter(X,Y)",
                     "a@b over (X,Y) to P(X, Y)");
       check_partial(tessera::reshard(p2, P<"X">{}), ref.value, ref.scale, mtol, "reduce-scatter(X), all-reduce(Y)",
@@ -821,23 +863,42 @@ TEST_CASE("matmul inside larger expressions: operands that are expressions, resu
   std::mt19937 g(532);
   for (auto const& m : meshes_2d(g, tessera::auto_axes)) {
     INFO(describe(m));
-    std::size_t const rows = draw_size(g), cols = draw_size(g), k = draw_size(g);
+    auto const [rows, cols, k, ha, hb] = draw_product(g, true);
     INFO("rows " << rows << ", cols " << cols << ", k " << k);
-    auto const ha = random_host<float, 2>({rows, k}, g);
-    auto const hb = random_host<float, 2>({cols, k}, g);
     auto const a = tessera::device_put(ha, tessera::named_sharding(m, P<"X", "Y">{}));
     auto const b = tessera::device_put(hb, tessera::named_sharding(m, P<none, "Y">{}));
     xt::xarray<double> const da = xt::cast<double>(ha), db = xt::cast<double>(hb);
     // (2a) @ b.T + 1: the transpose puts b's K (on Y) first, alike with a's: partial over Y.
-    reference const ref = reference_matmul(2.0 * da, xt::transpose(db));
+    xt::xarray<double> a2 = da, bt = xt::zeros<double>(dims{k, cols});  // 2a and b.T, by hand (empty ones too)
+    for (std::size_t i = 0; i < a2.size(); ++i) a2.data()[i] *= 2;
+    for (std::size_t i = 0; i < cols; ++i)
+      for (std::size_t j = 0; j < k; ++j) bt.data()[j * cols + i] = db.data()[i * k + j];
+    reference const ref = reference_matmul(a2, bt);
     double const tol = 8.0 * static_cast<double>(k + 1) * std::numeric_limits<float>::epsilon();
     auto const e = tessera::matmul(2 * a, tessera::transpose(b)) + 1;
-    check_partial(e, ref.value + 1.0, ref.scale + 1.0, tol, "all-reduce(Y)", "(2a) @ b.T + 1");
+    check_partial(e, plus(ref.value, 1), plus(ref.scale, 1), tol, "all-reduce(Y)", "(2a) @ b.T + 1");
     // A sum of the product's rows: the product summed first (all-reduce), then the sum over X.
-    xt::xarray<double> const rs = xt::sum(ref.value, {1});
-    xt::xarray<double> const rs_scale = xt::sum(ref.scale, {1}) + 1.0;
+    xt::xarray<double> const rs = sum_over(ref.value, 1, false);
+    xt::xarray<double> const rs_scale = plus(sum_over(ref.scale, 1, false), 1);
     check_partial(tessera::sum<1>(tessera::matmul(2 * a, tessera::transpose(b))), rs, rs_scale, tol, "all-reduce(Y)",
                   "sum<1>((2a) @ b.T)");
+    // Linear operations keep a partial sum partial: 2 p - p is summed once; reshard(2 p) reduce-scatters.
+    auto const hk = random_host<float, 2>({k, cols}, g);
+    reference const pk = reference_matmul(da, xt::cast<double>(hk));
+    auto const ak = tessera::device_put(ha, tessera::named_sharding(m, P<none, "X">{}));
+    auto const bk = tessera::device_put(hk, tessera::named_sharding(m, P<>{}));
+    auto const p = tessera::matmul(ak, bk);
+    double const ptol = 16.0 * static_cast<double>(k + 1) * std::numeric_limits<float>::epsilon();
+    check_partial(2.0f * p - tessera::matmul(ak, bk), pk.value, plus(pk.scale, 1), ptol, "all-reduce(X)", "2 p - p");
+    xt::xarray<double> twice = pk.value, twice_scale = pk.scale;
+    for (std::size_t i = 0; i < twice.size(); ++i) twice.data()[i] *= 2, twice_scale.data()[i] *= 2;
+    check_partial(tessera::reshard(2 * p, P<"X">{}), twice, twice_scale, ptol, "reduce-scatter(X)", "reshard(2 p, P(X))");
+    // A non-linear use sums p first (into its replicated layout), then reads its rows on X.
+    auto const hc = random_host<float, 2>({rows, cols}, g);
+    auto const c = tessera::device_put(hc, tessera::named_sharding(m, P<"X", none>{}));
+    xt::xarray<double> with_c = xt::cast<double>(hc);
+    for (std::size_t i = 0; i < with_c.size(); ++i) with_c.data()[i] += pk.value.data()[i];
+    check_partial(p + c, with_c, plus(pk.scale, 4), ptol, "all-reduce(X)", "p + c, c on X");
   }
 }
 
@@ -851,10 +912,8 @@ TEST_CASE("jit of a matmul with in_shardings and out_shardings: partial results 
   std::mt19937 g(541);
   for (auto const& m : meshes_2d(g, tessera::auto_axes)) {
     INFO(describe(m));
-    std::size_t const rows = draw_size(g), cols = draw_size(g), k = draw_size(g);
+    auto const [rows, cols, k, ha, hb] = draw_product(g);
     INFO("rows " << rows << ", cols " << cols << ", k " << k);
-    auto const ha = random_host<float, 2>({rows, k}, g);
-    auto const hb = random_host<float, 2>({k, cols}, g);
     reference const ref = reference_matmul(xt::cast<double>(ha), xt::cast<double>(hb));
     double const tol = 4.0 * static_cast<double>(k + 1) * std::numeric_limits<float>::epsilon();
     auto const sa = tessera::named_sharding(m, P<none, "X">{});
