@@ -8,7 +8,7 @@
 //   (b) explicit sharding: the same on an Explicit mesh, printing the types of
 //       x, W, b and the result inside jit, as seed 002 does;
 //   (c) manual: shard_map, each device multiplying its 4 features by its 4 rows
-//       of W and a psum over "X" adding the parts (as examples/nn_layer_psum):
+//       of W and a psum over "X" adding the parts:
 //       the collective_counter sees the same one all-reduce that (a) planned.
 // x, W and b are drawn as seed 002 draws them (jax.random.key(1701),
 // jax_random.hpp); all the results agree with each other and with the layer
