@@ -43,6 +43,16 @@ struct shard {
 };
 
 namespace detail {
+/// Two NamedShardings of one mesh type whose specs mean one layout (P() and P(None, None)).
+/// A concept of its own, so that clang checks the mesh types only for NamedShardings.
+template <class S1, class S2>
+concept same_layout_shardings = requires {
+  S1::spec_dims;
+  S2::spec_dims;
+  typename S1::mesh_type;
+  typename S2::mesh_type;
+} && std::is_same_v<typename S1::mesh_type, typename S2::mesh_type> && same_layout(S1::spec_dims, S2::spec_dims);
+
 /// What an array owns; shared between copies of the array, since arrays are immutable like jax.Array.
 template <class T, std::size_t N, class S>
 struct array_storage {
@@ -77,10 +87,7 @@ class array {
   /// are one layout but two C++ types), so `w = step(w);` compiles: the blocks are copied,
   /// device by device, with no communication.
   template <class S2>
-    requires(!std::is_same_v<S2, S>) && requires {
-      S2::spec_dims;
-      S::spec_dims;
-    } && std::is_same_v<typename S2::mesh_type, typename S::mesh_type> && (same_layout(S2::spec_dims, S::spec_dims))
+    requires(!std::is_same_v<S2, S>) && detail::same_layout_shardings<S2, S>
   array(array<T, N, S2> const& o)  // NOLINT: the same layout converts implicitly
       : st_(std::make_shared<detail::array_storage<T, N, S>>(
             detail::array_storage<T, N, S>{S(o.sharding().mesh()), o.shape(), o.pool(), {}})) {
