@@ -322,9 +322,9 @@ class resharded : public expression_tag {
   /// The operand before the move.
   A const& operand() const { return a_; }
 
-  /// Evaluates the operand and moves it (once; copies of this node share the result).
-  /// Evaluates the node into an array (one fused pass per device).
+  /// Evaluates the node into an array (its cached move).
   auto evaluate() const { return detail::evaluate(*this); }
+  /// Evaluates the operand and moves it (once; copies of this node share the result).
   void prepare() const;
   array_type const& result() const {
     prepare();
