@@ -590,8 +590,8 @@ TEST_CASE("devices that call different collectives get an error naming them, not
         },
         m, tessera::in_specs(P<"x">{}), tessera::out_specs(P<"x">{}));
     REQUIRE_THROWS_WITH(f(xt::xtensor<float, 1>(xt::arange<float>(8.0f))),
-                        Contains("psum over ('x',) of 3 elements per device") &&
-                            Contains("psum over ('x',) of 2 elements per device"));
+                        Contains("psum over ('x',) of 3 float32 elements per device") &&
+                            Contains("psum over ('x',) of 2 float32 elements per device"));
   }
 }
 

@@ -3,6 +3,7 @@
 // filling every device's block in parallel on the device's own thread.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -23,18 +24,43 @@ std::vector<int> positions_by_device(S const& s, int pool_size) {
   return pos;
 }
 
-/// The current pool, checked to hold every device the sharding names.
+/// The runtime a sharding's mesh was made on (0: none named).
+template <class S>
+std::uint64_t runtime_id_of(S const& s) {
+  if constexpr (requires { s.mesh().runtime_id(); }) return s.mesh().runtime_id();
+  else return 0;
+}
+
+/// The pool a sharding's devices belong to (its mesh's runtime, else the current one),
+/// checked to hold every device the sharding names.
 template <class S>
 std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
-  auto pool = current_pool();
-  int highest = -1;
+  std::uint64_t const id = runtime_id_of(s);
+  auto pool = id != 0 ? pool_by_id(id) : current_pool();
+  if (!pool)
+    throw std::invalid_argument(std::string("tessera::") + where + ": the mesh was made on runtime " +
+                                std::to_string(id) +
+                                ", which no longer exists (its runtime object and every array on it are gone); "
+                                "make the mesh again while a runtime lives");
+  long long highest = -1;
   for (int d : s.device_ids()) highest = d > highest ? d : highest;
   if (highest >= pool->size())
     throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
-                                std::to_string(highest) + " but the runtime has " + std::to_string(pool->size()) +
-                                " devices; create tessera::runtime{" + std::to_string(highest + 1) +
-                                "} (or more) before making the mesh");
+                                std::to_string(highest) + " but " + pool->name() + " has devices 0 to " +
+                                std::to_string(pool->size() - 1) + "; create tessera::runtime{" +
+                                std::to_string(highest + 1) + "} (or more) before making the mesh");
   return pool;
+}
+
+/// An argument of jit or shard_map must live on the devices it is computed on; JAX too refuses
+/// arrays committed to other devices there. Moving it is the user's explicit device_put.
+template <class A, class S>
+void check_argument_runtime(A const& x, S const& s, char const* where, std::size_t index) {
+  auto const pool = pool_for(s, where);
+  if (x.pool() != pool)
+    throw std::invalid_argument(std::string("tessera::") + where + ": argument " + std::to_string(index) +
+                                " lives on " + x.pool()->name() + " but the computation runs on " + pool->name() +
+                                "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
 }
 
 /// Builds an array whose block on each device is written by `fill(pos, block, out)` on that

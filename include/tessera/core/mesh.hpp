@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstddef>
 #include <optional>
 #include <ostream>
@@ -73,9 +74,10 @@ class mesh {
     return true;
   }(), "tessera: a mesh's axis names must be non-empty and distinct (as in jax.make_mesh)");
 
-  /// Mesh over the given device ids laid out row-major over the axis sizes.
-  mesh(std::array<int, rank> const& sizes, std::vector<int> device_ids)
-      : sizes_(sizes), device_ids_(std::move(device_ids)) {
+  /// Mesh over the given device ids laid out row-major over the axis sizes, of the runtime
+  /// numbered `runtime_id` (make_mesh gives it; 0: whichever runtime is current when used).
+  mesh(std::array<int, rank> const& sizes, std::vector<int> device_ids, std::uint64_t runtime_id = 0)
+      : sizes_(sizes), device_ids_(std::move(device_ids)), runtime_id_(runtime_id) {
     std::size_t product = 1;
     for (std::size_t i = 0; i < rank; ++i) {
       if (sizes_[i] < 1)
@@ -106,12 +108,14 @@ class mesh {
   std::size_t num_devices() const { return device_ids_.size(); }
   /// Device ids in row-major mesh order (mesh.devices.flat).
   std::vector<int> const& device_ids() const { return device_ids_; }
-  /// The largest device id + 1: how many runtime devices the mesh needs.
-  int devices_needed() const {
-    int m = 0;
-    for (int d : device_ids_) m = std::max(m, d + 1);
+  /// The largest device id + 1: how many runtime devices the mesh needs (INT_MAX + 1 fits).
+  long long devices_needed() const {
+    long long m = 0;
+    for (int d : device_ids_) m = std::max(m, static_cast<long long>(d) + 1);
     return m;
   }
+  /// The runtime whose devices these are (runtime::id()), or 0 for the current one.
+  std::uint64_t runtime_id() const { return runtime_id_; }
 
   /// Mesh coordinate along axis `axis` of the device at row-major position `pos`.
   int coordinate(std::size_t pos, std::size_t axis) const {
@@ -127,7 +131,8 @@ class mesh {
   }
 
   friend bool operator==(mesh const& a, mesh const& b) {
-    return a.sizes_ == b.sizes_ && a.device_ids_ == b.device_ids_;
+    // Devices of two runtimes are different devices, however alike the grids (as in JAX).
+    return a.sizes_ == b.sizes_ && a.device_ids_ == b.device_ids_ && a.runtime_id_ == b.runtime_id_;
   }
   template <mesh_axis... B>
   friend bool operator==(mesh const&, mesh<B...> const&) {
@@ -151,6 +156,7 @@ class mesh {
  private:
   std::array<int, rank> sizes_;
   std::vector<int> device_ids_;
+  std::uint64_t runtime_id_ = 0;
 };
 
 /// Per-axis types for make_mesh, `axis_types=(AxisType.Explicit, AxisType.Auto)` in JAX.

@@ -171,9 +171,12 @@ template <class Mesh>
 void check_same_mesh(Mesh const& a, Mesh const& b, char const* what) {
   if (!(a == b)) {
     std::ostringstream os;
+    auto runtime = [](Mesh const& m) {
+      return m.runtime_id() == 0 ? std::string() : " of runtime " + std::to_string(m.runtime_id());
+    };
     os << "tessera::" << what << ": the operands are on different meshes, " << a << " over devices "
-       << join_ints(a.device_ids()) << " and " << b << " over devices " << join_ints(b.device_ids())
-       << "; device_put one onto the other's mesh";
+       << join_ints(a.device_ids()) << runtime(a) << " and " << b << " over devices " << join_ints(b.device_ids())
+       << runtime(b) << "; device_put one onto the other's mesh";
     throw std::invalid_argument(os.str());
   }
 }

@@ -92,9 +92,10 @@ auto put_as(X&& x, partial_sharding<S, U> const& ps) {
 
 /// `x` laid out by `s`: as it is when it already is, else evaluated and put there (jax.device_put).
 template <class X, class S>
-auto put_as(X&& x, S const& s) {
+auto put_as(X&& x, S const& s, std::size_t index = 0, char const* where = "jit out_shardings") {
   using D = std::remove_cvref_t<X>;
   if constexpr (is_array<D>::value) {
+    check_argument_runtime(x, s, where, index);
     if constexpr (std::is_same_v<typename D::sharding_type, S>) {
       if (x.sharding() == s) return D(x);
     }
@@ -153,7 +154,7 @@ class jitted_with<F, in_shardings_t<In...>, out_shardings_t<Out...>> {
  private:
   template <std::size_t... I, class... A>
   auto call(std::index_sequence<I...>, A&&... a) const {
-    auto r = f_(detail::put_as(std::forward<A>(a), std::get<I>(in_.shardings))...);
+    auto r = f_(detail::put_as(std::forward<A>(a), std::get<I>(in_.shardings), I, "jit in_shardings")...);
     if constexpr (detail::is_std_tuple<std::remove_cvref_t<decltype(r)>>::value) {
       constexpr std::size_t n = std::tuple_size_v<std::remove_cvref_t<decltype(r)>>;
       static_assert(diagnostic::jit_shardings_must_match_in_number<sizeof...(Out), n, sizeof...(Out) == n>::value);

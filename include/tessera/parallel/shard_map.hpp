@@ -221,8 +221,9 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
         using A = std::remove_cvref_t<Arg>;
         using T = typename A::value_type;
         constexpr std::size_t N = A::rank;
+        detail::check_argument_runtime(arg, s, "shard_map", index);
         if constexpr (std::is_same_v<typename A::sharding_type, named_sharding<Mesh, Spec>>) {
-          if (arg.sharding() == s && arg.pool() == detail::current_pool()) return array<T, N, named_sharding<Mesh, Spec>>(arg);
+          if (arg.sharding() == s) return array<T, N, named_sharding<Mesh, Spec>>(arg);
         }
         return device_put(arg, s);
       } else {

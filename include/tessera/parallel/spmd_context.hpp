@@ -109,7 +109,8 @@ std::string describe_op(op_signature const& s) {
     if (s.axes & (std::uint64_t{1} << i)) names.emplace_back();
   std::size_t const n = names.size();
   for (std::size_t i = 0; i < n; ++i) names[i] = Mesh::axes[(s.order >> (4 * i)) & 0xF].name.view();
-  return text + " over " + axes_text(names) + " of " + std::to_string(s.count) + " elements per device";
+  return text + " over " + axes_text(names) + " of " + std::to_string(s.count) + " " + dtype_text(s.dtype) +
+         " elements per device";
 }
 
 }  // namespace tessera::detail

@@ -3,6 +3,7 @@
 // all of them or a subset. Work is published through per-device "go" counters,
 // so a dispatch touches only the devices it uses.
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,9 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tessera/runtime/device_error.hpp"
@@ -30,10 +33,47 @@ struct device_thread_identity {
 };
 inline thread_local device_thread_identity this_device_thread{};
 
+/// Called before each device thread is started (tests use it to make a start fail as a
+/// resource limit would); the default starts every thread.
+using thread_start_hook = void (*)(int device);
+
+/// Who waits for whom across pools: an entry (a, b) says a device of pool a is in, or waits
+/// for, a dispatch on pool b, so a's running dispatch cannot end before b's. A cycle is a
+/// deadlock, and the dispatch that would close it is refused instead of waiting forever.
+struct cross_pool_waits {
+  std::mutex mutex;
+  std::vector<std::pair<device_pool const*, device_pool const*>> edges;
+
+  static cross_pool_waits& instance() {
+    static cross_pool_waits w;
+    return w;
+  }
+  /// Whether `from` waits, through any chain of dispatches, for `to` (mutex held).
+  bool reaches(device_pool const* from, device_pool const* to) const {
+    std::vector<device_pool const*> todo{from}, seen;
+    while (!todo.empty()) {
+      device_pool const* p = todo.back();
+      todo.pop_back();
+      if (p == to) return true;
+      if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+      seen.push_back(p);
+      for (auto const& [a, b] : edges)
+        if (a == p) todo.push_back(b);
+    }
+    return false;
+  }
+  void erase(device_pool const* a, device_pool const* b) {
+    std::lock_guard lock(mutex);
+    auto it = std::find(edges.begin(), edges.end(), std::pair{a, b});
+    if (it != edges.end()) edges.erase(it);
+  }
+};
+
 /// The std::thread pool behind a tessera::runtime: device d is worker thread d.
 class device_pool {
  public:
-  explicit device_pool(int num_devices) {
+  explicit device_pool(int num_devices, thread_start_hook before_start = nullptr)
+      : id_(next_id().fetch_add(1, std::memory_order_relaxed)) {
     if (num_devices < 1)
       throw std::invalid_argument("tessera::runtime: the number of devices must be at least 1, got " +
                                   std::to_string(num_devices));
@@ -44,27 +84,41 @@ class device_pool {
     slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
     memory_ = std::make_unique<device_memory[]>(static_cast<std::size_t>(n_));
     threads_.reserve(static_cast<std::size_t>(n_));
-    for (int d = 0; d < n_; ++d) threads_.emplace_back([this, d] { worker(d); });
+    try {
+      for (int d = 0; d < n_; ++d) {
+        if (before_start) before_start(d);
+        threads_.emplace_back([this, d] { worker(d); });
+      }
+    } catch (...) {
+      // A thread the system refused (a process or memory limit): the ones already started
+      // must be stopped and joined here, or destroying them would call std::terminate.
+      int const started = static_cast<int>(threads_.size());
+      stop_and_join();
+      std::string const what = "tessera::runtime: started " + std::to_string(started) + " of " +
+                               std::to_string(n_) + " device threads, then the system refused another (" +
+                               message_of(std::current_exception()) +
+                               "); the started ones were stopped. Ask for fewer devices or raise the limit";
+      try {
+        throw;
+      } catch (std::system_error const& e) {
+        throw std::system_error(e.code(), what);
+      } catch (...) {
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), what);
+      }
+    }
   }
   device_pool(device_pool const&) = delete;
   device_pool& operator=(device_pool const&) = delete;
-  ~device_pool() {
-    stopping_.store(true, std::memory_order_release);
-    for (int d = 0; d < n_; ++d) {
-      slots_[d].go.bump();
-    }
-    for (int d = 0; d < n_; ++d) {
-      // The last owner may let go on a device thread (a task dropping the last array of
-      // a runtime that is gone); that thread cannot join itself, and returns on its own.
-      if (this_device_thread.pool == this && this_device_thread.device == d)
-        threads_[static_cast<std::size_t>(d)].detach();
-      else
-        threads_[static_cast<std::size_t>(d)].join();
-    }
-  }
+  ~device_pool() { stop_and_join(); }
 
   /// Number of logical devices.
   int size() const { return n_; }
+  /// A number naming this pool in messages: 1 for the first made in the process, then 2, ...
+  std::uint64_t id() const { return id_; }
+  /// "runtime 2 (4 devices)", for messages.
+  std::string name() const {
+    return "runtime " + std::to_string(id_) + " (" + std::to_string(n_) + (n_ == 1 ? " device)" : " devices)");
+  }
   /// Device d's memory (its cache of freed blocks).
   device_memory& memory(int d) const { return memory_[static_cast<std::size_t>(d)]; }
 
@@ -81,7 +135,8 @@ class device_pool {
         throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
                                 std::to_string(n_) + " devices");
     if (devices.empty()) return;
-    std::lock_guard lock(dispatch_mutex_);  // one dispatch at a time per pool
+    nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
+    std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
     task_fn_ = fn;
     task_ctx_ = const_cast<void*>(static_cast<void const*>(std::addressof(f)));
@@ -126,6 +181,81 @@ class device_pool {
 
   void wake(int d) { slots_[d].go.bump(); }
 
+  /// Takes the dispatch lock for run(). From a device thread of another pool, the wait is
+  /// recorded while it lasts, and refused at once when the pool dispatching here is itself
+  /// (through any chain) waiting for the caller's pool: neither could ever finish.
+  class nested_dispatch {
+   public:
+    explicit nested_dispatch(device_pool& to) : to_(to), from_(this_device_thread.pool) {
+      if (from_ == nullptr) {
+        to_.dispatch_mutex_.lock();
+        return;
+      }
+      auto& w = cross_pool_waits::instance();
+      {
+        std::lock_guard graph(w.mutex);
+        if (!to_.dispatch_mutex_.try_lock()) {
+          if (w.reaches(&to_, from_))
+            throw std::runtime_error(
+                "tessera: device " + std::to_string(this_device_thread.device) + " of " + from_->name() +
+                " started a dispatch on " + to_.name() + ", whose running dispatch waits for " + from_->name() +
+                ": each would wait for the other forever, so this dispatch is refused; start the inner work "
+                "after the outer dispatch returns, or keep it on one runtime");
+          w.edges.emplace_back(from_, &to_);
+          locked_ = false;
+        } else {
+          w.edges.emplace_back(from_, &to_);
+          locked_ = true;
+        }
+      }
+      if (!locked_) {
+        try {
+          to_.dispatch_mutex_.lock();
+        } catch (...) {
+          w.erase(from_, &to_);
+          throw;
+        }
+      }
+    }
+    ~nested_dispatch() {
+      if (from_ != nullptr) cross_pool_waits::instance().erase(from_, &to_);
+    }
+    nested_dispatch(nested_dispatch const&) = delete;
+    nested_dispatch& operator=(nested_dispatch const&) = delete;
+
+   private:
+    device_pool& to_;
+    device_pool const* from_;
+    bool locked_ = false;
+  };
+
+  static std::atomic<std::uint64_t>& next_id() {
+    static std::atomic<std::uint64_t> n{1};
+    return n;
+  }
+  static std::string message_of(std::exception_ptr const& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (std::exception const& x) {
+      return x.what();
+    } catch (...) {
+      return "an exception that is not a std::exception";
+    }
+  }
+  /// Wakes every started thread to stop, and joins them.
+  void stop_and_join() noexcept {
+    stopping_.store(true, std::memory_order_release);
+    for (std::size_t d = 0; d < threads_.size(); ++d) slots_[d].go.bump();
+    for (std::size_t d = 0; d < threads_.size(); ++d) {
+      // The last owner may let go on a device thread (a task dropping the last array of
+      // a runtime that is gone); that thread cannot join itself, and returns on its own.
+      if (this_device_thread.pool == this && this_device_thread.device == static_cast<int>(d))
+        threads_[d].detach();
+      else if (threads_[d].joinable())
+        threads_[d].join();
+    }
+  }
+
   void worker(int d) {
     this_device_thread = {this, d};
     std::uint32_t seen = 0;
@@ -143,6 +273,7 @@ class device_pool {
     }
   }
 
+  std::uint64_t id_;
   int n_ = 0;
   std::uint32_t worker_spin_ = 0;
   std::uint32_t caller_spin_ = 0;

@@ -15,21 +15,29 @@ namespace tessera {
 namespace detail {
 template <class Mesh, std::size_t R>
 Mesh mesh_on_runtime(std::array<int, R> const& sizes, std::vector<int> ids, bool explicit_ids) {
-  int const have = device_count();
+  auto const pool = current_pool();
+  int const have = pool->size();
   if (!explicit_ids) {
+    // Sizes below 1 are left to the mesh's own message; the product of the others is checked
+    // for overflow (three axes of 2^31 - 1 do not fit in 64 bits).
     long long product = 1;
-    for (int s : sizes) product *= s;
-    if (product > have)
+    bool overflow = false, positive = true;
+    for (int s : sizes) {
+      if (s < 1) positive = false;
+      else overflow = overflow || __builtin_mul_overflow(product, static_cast<long long>(s), &product);
+    }
+    if (positive && (overflow || product > have))
       throw std::invalid_argument("tessera::make_mesh: axis sizes " + join_ints(sizes) + " need " +
-                                  std::to_string(product) + " devices but the runtime has " + std::to_string(have) +
-                                  "; create tessera::runtime{" + std::to_string(product) +
-                                  "} or set TESSERA_NUM_DEVICES");
-    if (product >= 1) {
+                                  (overflow ? std::string("more than 2^63") : std::to_string(product)) +
+                                  " devices but the runtime has " + std::to_string(have) +
+                                  (overflow ? std::string("") : "; create tessera::runtime{" + std::to_string(product) +
+                                                                    "} or set TESSERA_NUM_DEVICES"));
+    if (positive) {
       ids.resize(static_cast<std::size_t>(product));
       std::iota(ids.begin(), ids.end(), 0);  // the first N devices, as jax.make_mesh takes them
     }
   }
-  Mesh m(sizes, std::move(ids));
+  Mesh m(sizes, std::move(ids), pool->id());
   if (m.devices_needed() > have)
     throw std::invalid_argument("tessera::make_mesh: the device grid uses device id " +
                                 std::to_string(m.devices_needed() - 1) + " but the runtime has " +

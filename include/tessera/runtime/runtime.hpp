@@ -2,6 +2,7 @@
 // The user's handle on a device pool, and which pool is current.
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -15,14 +16,25 @@
 namespace tessera {
 
 namespace detail {
+/// The live runtimes, in the order they were made, each with the host thread that made it.
 struct runtime_registry {
+  struct entry {
+    std::shared_ptr<device_pool> pool;
+    std::thread::id owner;
+  };
   std::mutex mutex;
-  std::vector<std::shared_ptr<device_pool>> stack;  // innermost live runtime last
-  std::shared_ptr<device_pool> fallback;            // created on first use when no runtime is live
+  std::vector<entry> live;
+  std::shared_ptr<device_pool> fallback;          // made on first use when no runtime is live
+  std::vector<std::weak_ptr<device_pool>> known;  // every pool a mesh may name, by id()
 };
 inline runtime_registry& registry() {
   static runtime_registry r;
   return r;
+}
+/// Remembers a pool so meshes made on it find it again (pruning pools that are gone).
+inline void remember_pool(runtime_registry& r, std::shared_ptr<device_pool> const& p) {
+  std::erase_if(r.known, [](auto const& w) { return w.expired(); });
+  r.known.push_back(p);
 }
 
 /// Size of the default runtime: TESSERA_NUM_DEVICES, else the number of cores.
@@ -39,26 +51,46 @@ inline int default_device_count() {
   return hc == 0 ? 1 : static_cast<int>(hc);
 }
 
-/// The pool new arrays and meshes use: the innermost live runtime, else the default one.
+/// The pool new meshes use on this host thread: the innermost live runtime this thread made;
+/// else the process default, the oldest live runtime (usually main's); else one made on
+/// first use with default_device_count() devices. Per thread, as jax.default_device is.
 inline std::shared_ptr<device_pool> current_pool() {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  if (!r.stack.empty()) return r.stack.back();
-  if (!r.fallback) r.fallback = std::make_shared<device_pool>(default_device_count());
+  auto const me = std::this_thread::get_id();
+  for (auto it = r.live.rbegin(); it != r.live.rend(); ++it)
+    if (it->owner == me) return it->pool;
+  if (!r.live.empty()) return r.live.front().pool;
+  if (!r.fallback) {
+    r.fallback = std::make_shared<device_pool>(default_device_count());
+    remember_pool(r, r.fallback);
+  }
   return r.fallback;
+}
+
+/// The pool with this id() if it still lives (a mesh names the runtime it was made on).
+inline std::shared_ptr<device_pool> pool_by_id(std::uint64_t id) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (auto const& w : r.known)
+    if (auto p = w.lock(); p && p->id() == id) return p;
+  return nullptr;
 }
 }  // namespace detail
 
 /// A set of logical CPU devices, one std::thread each (`jax_num_cpu_devices=N`).
-/// While it lives it is the current runtime: meshes and arrays created meanwhile use its devices.
-/// Arrays keep the threads alive, so an array may outlive the runtime object that made it.
+/// While it lives it is the current runtime of the host thread that made it (and of host
+/// threads that made none, if it is the oldest live one): meshes made meanwhile use its
+/// devices, and so does everything computed on them. Arrays keep the threads alive, so an
+/// array may outlive the runtime object that made it.
 class runtime {
  public:
   /// N logical devices.
   explicit runtime(int num_devices) : pool_(std::make_shared<detail::device_pool>(num_devices)) {
     auto& r = detail::registry();
     std::lock_guard lock(r.mutex);
-    r.stack.push_back(pool_);
+    r.live.push_back({pool_, std::this_thread::get_id()});
+    detail::remember_pool(r, pool_);
   }
   /// As many devices as TESSERA_NUM_DEVICES says, else one per core.
   runtime() : runtime(detail::default_device_count()) {}
@@ -67,12 +99,14 @@ class runtime {
   ~runtime() {
     auto& r = detail::registry();
     std::lock_guard lock(r.mutex);
-    auto it = std::find(r.stack.rbegin(), r.stack.rend(), pool_);
-    if (it != r.stack.rend()) r.stack.erase(std::next(it).base());
+    auto it = std::find_if(r.live.begin(), r.live.end(), [&](auto const& e) { return e.pool == pool_; });
+    if (it != r.live.end()) r.live.erase(it);
   }
 
   /// len(jax.devices())
   int device_count() const { return pool_->size(); }
+  /// A number naming this runtime in messages (`runtime 2 (4 devices)`).
+  std::uint64_t id() const { return pool_->id(); }
   /// The underlying pool, to run per-device code directly.
   detail::device_pool& pool() const { return *pool_; }
 

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <span>
@@ -89,6 +90,14 @@ constexpr std::uint32_t dtype_code() {
          (std::is_signed_v<T> ? 0x200u : 0u) | (std::is_same_v<T, bool> ? 0x400u : 0u);
 }
 
+/// The JAX name of a dtype_code (`int32`, `float64`, `bool`).
+inline std::string dtype_text(std::uint32_t code) {
+  if (code & 0x400u) return "bool";
+  std::string const bits = std::to_string(8 * (code & 0xFFu));
+  if (code & 0x100u) return "float" + bits;
+  return ((code & 0x200u) ? "int" : "uint") + bits;
+}
+
 /// One device's mailbox: where its input and output live during a collective, and which collective it is.
 struct alignas(64) mailbox {
   void const* in = nullptr;
@@ -139,14 +148,15 @@ class team {
   }
 
   /// A collective's last barrier phase: waits until every member of `g` is done with the
-  /// buffers (they entered, so nothing can stop them), then throws collective_aborted if the
-  /// run was aborted meanwhile. A device leaves a collective only through here or before
+  /// buffers (they entered, so nothing can stop them). A device leaves a collective only through here or before
   /// its entry completed, so no peer ever touches the buffers of a device that has left.
   void leave(std::size_t pos, group const& g) {
     std::uint32_t const phase = arrive(pos, false);
     for (std::size_t q : g.members)
       if (q != pos) await(q, phase, false);
-    if (aborted()) throw collective_aborted();
+    // The collective completed, so the device goes on even if another failed meanwhile: it
+    // reports its own error if it has one (which of several failing devices are reported
+    // must not depend on timing), and its next entry is refused if it has none.
   }
 
   /// Breaks every wait of this run that can still be broken (a device failed): arrivals at
@@ -239,11 +249,23 @@ class team {
     theirs.describe = mine.describe;  // one mesh, one describer
     bool const in_step = before == after && before == stamp_of(phase);
     if (in_step && theirs.same_as(mine)) return;
+    std::string mine_text = text(mine), theirs_text = text(theirs);
+    if (mine_text == theirs_text) {  // the same words: the difference is in what the text leaves out
+      mine_text += " with " + arguments(mine);
+      theirs_text += " with " + arguments(theirs);
+    }
     throw collective_mismatch("tessera: devices of one shard_map disagree on the collective: device " +
-                              std::to_string(ids_[pos]) + " is in " + text(mine) + " but device " +
-                              std::to_string(ids_[q]) + " is in " + text(theirs) +
+                              std::to_string(ids_[pos]) + " is in " + mine_text + " but device " +
+                              std::to_string(ids_[q]) + " is in " + theirs_text +
                               (in_step ? "" : " at another step of its body") +
                               "; every device must call the same collectives in the same order");
+  }
+
+  /// The parts of a signature the describer does not print: element type and arguments.
+  static std::string arguments(op_signature const& s) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(s.param));
+    return "element type " + dtype_text(s.dtype) + " and arguments (shape, dimensions, permutation) hashed to " + hex;
   }
 
   static std::string text(op_signature const& s) {
