@@ -55,6 +55,7 @@ auto device_put(E&& e, S const& s) {
                                   std::to_string(e.dimension()) + " (shape " + detail::shape_string(e.shape()) + ")");
     shape_t<N> shape{};
     for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(e.shape()[i]);
+    detail::checked_element_count<T>(shape, "device_put");  // before a lazy expression is evaluated into that shape
     if constexpr (detail::row_major_contiguous<E>) {
       return detail::put_host<T, N, S>(e.data(), shape, s);
     } else {
@@ -82,17 +83,17 @@ auto device_put(E&& e, int device) {
 template <class T, std::size_t N, sharding S>
   requires element_type<std::remove_const_t<T>>
 array<std::remove_const_t<T>, N, S> device_put(std::span<T> data, shape_t<N> const& shape, S const& s) {
-  if (data.size() != detail::element_count(shape))
+  std::size_t const n = detail::checked_element_count<std::remove_const_t<T>>(shape, "device_put");
+  if (data.size() != n)
     throw std::invalid_argument("tessera::device_put: the host buffer has " + std::to_string(data.size()) +
-                                " elements but shape " + detail::shape_string(shape) + " needs " +
-                                std::to_string(detail::element_count(shape)));
+                                " elements but shape " + detail::shape_string(shape) + " needs " + std::to_string(n));
   return detail::put_host<std::remove_const_t<T>, N, S>(data.data(), shape, s);
 }
 
 /// device_put from a row-major buffer of prod(shape) elements (a pointer cannot be length-checked).
 template <element_type T, std::size_t N, sharding S>
 array<T, N, S> device_put(T const* data, shape_t<N> const& shape, S const& s) {
-  if (data == nullptr && detail::element_count(shape) != 0)
+  if (detail::checked_element_count<T>(shape, "device_put") != 0 && data == nullptr)
     throw std::invalid_argument("tessera::device_put: null data pointer for shape " + detail::shape_string(shape));
   return detail::put_host<T, N, S>(data, shape, s);
 }

@@ -22,6 +22,7 @@ auto make_array_from_callback(shape_t<N> const& shape, S const& s, F&& callback)
   static_assert(xt::is_xexpression<R>::value,
                 "tessera::make_array_from_callback: the callback must return an xtensor expression (the block)");
   using T = std::remove_cv_t<typename R::value_type>;
+  detail::checked_element_count<T>(shape, "make_array_from_callback");
   std::mutex serial;
   return detail::build_array<T, N, S, true>(s, shape, "make_array_from_callback",
                                             [&](std::size_t pos, std::array<slice, N> const& block, T* out) {

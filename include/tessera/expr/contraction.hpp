@@ -96,6 +96,10 @@ class contraction : public expression_tag {
     std::size_t d = NB;
     if constexpr (RA >= 2) shape_[d++] = as[RA - 2];
     if constexpr (RB >= 2) shape_[d] = bs[RB - 1];
+    // Empty operands (a contracting size of 0) can have a product too large to count.
+    if (std::string const e = detail::size_error(shape_, sizeof(value_type)); !e.empty())
+      throw std::length_error("tessera::matmul: the product of shapes " + detail::shape_string(as) + " and " +
+                              detail::shape_string(bs) + " has shape " + detail::shape_string(shape_) + ", which " + e);
   }
 
   /// The result's shape.

@@ -395,6 +395,10 @@ class elementwise : public expression_tag {
     shape_.fill(1);
     std::array<bool, rank> seen{};
     std::apply([&](auto const&... a) { (broadcast_into(detail::shape_of(a), seen), ...); }, args_);
+    // Small operands can broadcast to a result too large to count; refused before any block is sized.
+    if (std::string const e = detail::size_error(shape_, sizeof(value_type)); !e.empty())
+      throw std::length_error("tessera: operands of shapes " + operand_shapes() + " broadcast to shape " +
+                              detail::shape_string(shape_) + ", which " + e);
     std::apply([&](auto const&... a) { (check_broadcast_sharding(a), ...); }, args_);
   }
 
@@ -503,15 +507,7 @@ class elementwise : public expression_tag {
       std::size_t const d = j + rank - K;
       if (s[j] == 1) continue;
       if (seen[d] && shape_[d] != s[j]) {
-        std::string shapes;
-        std::apply([&](auto const&... a) {
-          auto one = [&](auto const& x) {
-            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
-              shapes += (shapes.empty() ? "" : " and ") + detail::shape_string(detail::shape_of(x));
-          };
-          (one(a), ...);
-        }, args_);
-        throw std::invalid_argument("tessera: operands of shapes " + shapes +
+        throw std::invalid_argument("tessera: operands of shapes " + operand_shapes() +
                                     " do not broadcast together: result dimension " + std::to_string(d) +
                                     " would have sizes " + std::to_string(shape_[d]) + " and " +
                                     std::to_string(s[j]));
@@ -519,6 +515,18 @@ class elementwise : public expression_tag {
       shape_[d] = s[j];
       seen[d] = true;
     }
+  }
+  /// The shapes of the array operands, for messages: "(4, 1) and (1, 8)".
+  std::string operand_shapes() const {
+    std::string shapes;
+    std::apply([&](auto const&... a) {
+      auto one = [&](auto const& x) {
+        if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
+          shapes += (shapes.empty() ? "" : " and ") + detail::shape_string(detail::shape_of(x));
+      };
+      (one(a), ...);
+    }, args_);
+    return shapes;
   }
   /// A size-1 dimension that broadcasts must be whole on every device.
   template <class X>

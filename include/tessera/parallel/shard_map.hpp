@@ -130,7 +130,7 @@ auto own_result(V&& v, device_memory* memory) {
       constexpr std::size_t N = static_rank_v<V>;
       shape_t<N> shape{};
       for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(v.shape()[i]);
-      std::size_t const count = element_count(shape);
+      std::size_t const count = checked_element_count<T>(shape, "shard_map");
       device_result<T, N> r{device_buffer<T>(count, device_buffer<T>::uninitialized, memory), shape};
       if (count != 0) {
         auto dst = xt::adapt(r.buf.data(), count, xt::no_ownership(), shape);
@@ -335,8 +335,22 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
                                     " but " + detail::shape_string(other) + " on device " +
                                     std::to_string(mesh_.device_ids()[p]) + "; every device must return the same shape");
     }
+    // Each block passed own_result's check; their concatenation may still be too large to count.
+    auto const too_large = [&](std::string const& what) {
+      return std::length_error("tessera::shard_map: result " + std::to_string(j) + " has blocks of shape " +
+                               detail::shape_string(local) + " and out_specs[" + std::to_string(j) + "] = " +
+                               detail::spec_text<Spec>() + " makes " + what);
+    };
     shape_t<N> global = local;
-    for (std::size_t i = 0; i < N; ++i) global[i] = local[i] * s.num_shards(i);
+    for (std::size_t i = 0; i < N; ++i) {
+      std::size_t const k = s.num_shards(i);
+      if (local[i] > detail::max_array_size / k)
+        throw too_large("dimension " + std::to_string(i) + " of the global shape " + std::to_string(local[i]) + " * " +
+                        std::to_string(k) + ", more than std::ptrdiff_t can count");
+      global[i] = local[i] * k;
+    }
+    if (std::string const e = detail::size_error(global, sizeof(T)); !e.empty())
+      throw too_large("the global shape " + detail::shape_string(global) + ", which " + e);
 #ifndef NDEBUG
     check_replicas<Spec>(j, s, buffers, local);
 #endif

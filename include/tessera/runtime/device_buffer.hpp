@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -34,6 +36,11 @@ class device_buffer {
   device_buffer(std::size_t size, uninitialized_t, detail::device_memory* memory = nullptr)
       : size_(size), memory_(memory) {
     if (size_ == 0) return;
+    // A byte count that wrapped would allocate a short block that the owner then fills past its end.
+    if (size_ > detail::device_memory::max_bytes / sizeof(T))
+      throw std::length_error("tessera::device_buffer: " + std::to_string(size_) + " elements of " +
+                              std::to_string(sizeof(T)) + " bytes need more bytes than std::ptrdiff_t can count (" +
+                              std::to_string(detail::device_memory::max_bytes) + ")");
     data_ = static_cast<T*>(memory_ ? memory_->allocate(bytes()) : ::operator new(bytes(), std::align_val_t{alignment}));
   }
   device_buffer(device_buffer&& o) noexcept

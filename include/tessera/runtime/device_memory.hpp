@@ -7,8 +7,11 @@
 
 #include <bit>
 #include <cstddef>
+#include <limits>
 #include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -26,9 +29,16 @@ class device_memory {
   device_memory& operator=(device_memory const&) = delete;
   ~device_memory() { trim(); }
 
+  /// The largest request: no allocation can be larger, and up to it a size class cannot wrap.
+  static constexpr std::size_t max_bytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+
   /// Size class of a request: the next of 4 steps per power of two (at most 25% slack).
+  /// Throws std::length_error past max_bytes, where rounding up would wrap to a small class.
   static std::size_t size_class(std::size_t bytes) {
     if (bytes <= alignment) return alignment;
+    if (bytes > max_bytes)
+      throw std::length_error("tessera: device memory: a request of " + std::to_string(bytes) +
+                              " bytes is more than std::ptrdiff_t can count (" + std::to_string(max_bytes) + ")");
     std::size_t const p = std::bit_floor(bytes - 1);  // largest power of two < bytes
     std::size_t const step = p / 4 < alignment ? alignment : p / 4;
     return (bytes + step - 1) / step * step;
