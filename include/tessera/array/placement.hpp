@@ -68,6 +68,8 @@ void check_argument_runtime(A const& x, S const& s, char const* where, std::size
 /// Empty blocks are filled only when FillEmpty (out is then null).
 template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
 array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
+  // Every array is made here: no shape whose element or byte count wraps gets blocks.
+  (void)checked_element_count<T>(shape, where);
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
   st->buffers.resize(s.num_devices());
   auto const pos_of = positions_by_device(s, st->pool->size());
