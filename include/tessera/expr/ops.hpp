@@ -22,36 +22,30 @@ template <class X>
 inline constexpr bool is_number = std::is_arithmetic_v<X>;
 }  // namespace detail
 
-/// jnp.add
+/// jnp.add (integers wrap around)
 struct add {
   template <class T> static constexpr bool simd = detail::vectorised<T>;
-  template <class X> static X apply(X a, X b) { return static_cast<X>(a + b); }
+  template <class X> static X apply(X a, X b) { return tessera::detail::wrapping_add(a, b); }
 };
-/// jnp.subtract
+/// jnp.subtract (integers wrap around)
 struct subtract {
   template <class T> static constexpr bool simd = detail::vectorised<T>;
-  template <class X> static X apply(X a, X b) { return static_cast<X>(a - b); }
+  template <class X> static X apply(X a, X b) { return tessera::detail::wrapping_sub(a, b); }
 };
-/// jnp.multiply
+/// jnp.multiply (integers wrap around; bool's is `and`)
 struct multiply {
   template <class T> static constexpr bool simd = detail::vectorised<T>;
-  template <class X> static X apply(X a, X b) {
-    if constexpr (std::is_same_v<X, bool>) return a && b;
-    else return static_cast<X>(a * b);
-  }
+  template <class X> static X apply(X a, X b) { return tessera::detail::wrapping_mul(a, b); }
 };
 /// jnp.true_divide (computed in floating point, as `/` is in JAX)
 struct divide {
   template <class T> static constexpr bool simd = detail::floating<T>;
   template <class X> static X apply(X a, X b) { return a / b; }
 };
-/// jnp.negative
+/// jnp.negative (integers wrap around: the minimum of a signed type is its own negation)
 struct negate {
   template <class T> static constexpr bool simd = detail::vectorised<T> && std::is_signed_v<T>;
-  template <class X> static X apply(X a) {
-    if constexpr (detail::is_number<X>) return static_cast<X>(-a);
-    else return -a;
-  }
+  template <class X> static X apply(X a) { return tessera::detail::wrapping_neg(a); }
 };
 /// jnp.maximum (a NaN in either operand gives NaN)
 struct maximum {
@@ -85,7 +79,7 @@ struct minimum {
     }
   }
 };
-/// jnp.power (integers by repeated squaring, as jnp does for integer exponents)
+/// jnp.power (integers by repeated squaring, as jnp does for integer exponents, wrapping around)
 struct power {
   template <class T> static constexpr bool simd = detail::floating<T>;
   template <class X> static X apply(X a, X b) {
@@ -99,11 +93,12 @@ struct power {
       if constexpr (std::is_signed_v<X>) {
         if (b < 0) return static_cast<X>(a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0));
       }
+      // Wrapping products (uint16 * uint16 would overflow int, the type C++ multiplies it in).
       using U = std::make_unsigned_t<X>;
       U r = 1, base = static_cast<U>(a);
       for (U e = static_cast<U>(b); e != 0; e >>= 1) {
-        if (e & 1) r = static_cast<U>(r * base);
-        base = static_cast<U>(base * base);
+        if (e & 1) r = tessera::detail::wrapping_mul(r, base);
+        base = tessera::detail::wrapping_mul(base, base);
       }
       return static_cast<X>(r);
     }
@@ -131,14 +126,14 @@ TESSERA_FLOAT_FUNCTION(rsqrt, jax.lax.rsqrt, X(1) / std::sqrt(a), X(1) / xsimd::
 TESSERA_FLOAT_FUNCTION(sigmoid, jax.nn.sigmoid, X(1) / (X(1) + std::exp(-a)), X(1) / (X(1) + xsimd::exp(-a)))
 #undef TESSERA_FLOAT_FUNCTION
 
-/// jnp.abs
+/// jnp.abs (the minimum of a signed type is its own absolute value, as in JAX)
 struct abs {
   template <class T> static constexpr bool simd = detail::floating<T>;
   template <class X> static X apply(X a) {
     if constexpr (!detail::is_number<X>) return xsimd::abs(a);
     else if constexpr (std::is_unsigned_v<X>) return a;
     else if constexpr (detail::floating<X>) return std::fabs(a);
-    else return static_cast<X>(a < 0 ? -a : a);
+    else return a < 0 ? tessera::detail::wrapping_neg(a) : a;
   }
 };
 
@@ -168,7 +163,8 @@ TESSERA_COMPARISON(greater, jnp.greater, >)
 TESSERA_COMPARISON(greater_equal, jnp.greater_equal, >=)
 #undef TESSERA_COMPARISON
 
-/// The reductions (jnp.sum, mean, max, min, prod): identity and combine, on numbers.
+/// The reductions (jnp.sum, mean, max, min, prod): identity and combine, on numbers and
+/// batches; integer sums and products wrap around at the result type.
 struct sum {
   template <class T> static constexpr T identity() { return T(0); }
   template <class T> static T combine(T a, T b) { return op::add::apply(a, b); }

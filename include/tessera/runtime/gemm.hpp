@@ -204,15 +204,11 @@ void gemm_packed(std::size_t M, std::size_t N, std::size_t K, T const* A, std::s
 }
 
 /// The cache-blocked loop for other element types (M, N, K > 0): rows of C gather rows of B,
-/// a block of K at a time. Integers wrap (the arithmetic is done in an unsigned type at least
-/// as wide as unsigned int, so nothing overflows); bool is "or" of "and"s.
+/// a block of K at a time. Integers wrap (runtime/wrapping.hpp: the arithmetic is done in an
+/// unsigned type at least as wide as unsigned int, so nothing overflows); bool is "or" of "and"s.
 template <class T>
 void gemm_loop(std::size_t M, std::size_t N, std::size_t K, T const* A, std::size_t lda,
                T const* B, std::size_t ldb, T* C, std::size_t ldc, bool accumulate) {
-  using U = std::conditional_t<
-      std::is_floating_point_v<T>, T,
-      std::conditional_t<(sizeof(T) <= sizeof(unsigned)), unsigned,
-                         std::make_unsigned_t<std::conditional_t<std::is_same_v<T, bool>, int, T>>>>;
   constexpr std::size_t KB = 256, NB = 1024;
   if (!accumulate)
     for (std::size_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, T(0));
@@ -241,8 +237,7 @@ void gemm_loop(std::size_t M, std::size_t N, std::size_t K, T const* A, std::siz
               (batch::load_unaligned(cs + j) + av * batch::load_unaligned(bs + j))
                   .store_unaligned(cs + j);
           }
-          for (; j < nb; ++j)
-            c[j] = static_cast<T>(static_cast<U>(c[j]) + static_cast<U>(a) * static_cast<U>(b[j]));
+          for (; j < nb; ++j) c[j] = wrapping_add(c[j], wrapping_mul(a, b[j]));
         }
       }
     }

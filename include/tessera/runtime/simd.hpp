@@ -5,12 +5,59 @@
 // alias check), and a scalar loop reads about a third of what one core's memory
 // bandwidth allows. Only the part of xsimd's API that is the same in 8.x and 13.x
 // is used: batch<T>, load_unaligned, store_unaligned, comparisons and select.
-// Element by element the result is the scalar expression's, bit for bit.
+// Element by element the result is the scalar expression's, bit for bit. Integers wrap
+// around (runtime/wrapping.hpp): the xsimd overloads of wrapping_add and friends are here.
 
 #include <cstddef>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
+
+#include "tessera/runtime/wrapping.hpp"
+
+namespace tessera::detail {
+
+/// a + b on xsimd batches: integer lanes wrap (every architecture adds them with a wrapping instruction).
+template <class T, class A>
+xsimd::batch<T, A> wrapping_add(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
+  return a + b;
+}
+
+/// a - b on xsimd batches: integer lanes wrap.
+template <class T, class A>
+xsimd::batch<T, A> wrapping_sub(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
+  return a - b;
+}
+
+/// -a on xsimd batches: integer lanes wrap (xsimd computes 0 - a).
+template <class T, class A>
+xsimd::batch<T, A> wrapping_neg(xsimd::batch<T, A> const& a) {
+  return -a;
+}
+
+/// a * b on xsimd batches. Signed lanes are multiplied as their unsigned twins: where the
+/// architecture has no integer multiply of that width (64 bits before AVX-512, 32 bits before
+/// SSE4.1), xsimd multiplies lane by lane in T, and signed overflow there is undefined. The
+/// lanes travel through memory: xsimd's bitwise_cast is spelled differently in 8.x and 13.x,
+/// and the compiler turns the store and the loads back into register moves.
+template <class T, class A>
+xsimd::batch<T, A> wrapping_mul(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
+  if constexpr (wrapping_integer<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    using UB = xsimd::batch<U, A>;
+    constexpr std::size_t n = xsimd::batch<T, A>::size;
+    U x[n], y[n];
+    // A signed and an unsigned integer of one size may alias each other.
+    a.store_unaligned(reinterpret_cast<T*>(x));
+    b.store_unaligned(reinterpret_cast<T*>(y));
+    (UB::load_unaligned(x) * UB::load_unaligned(y)).store_unaligned(x);
+    return xsimd::batch<T, A>::load_unaligned(reinterpret_cast<T const*>(x));
+  } else {
+    return a * b;
+  }
+}
+
+}  // namespace tessera::detail
 
 namespace tessera::detail::simd {
 
@@ -38,22 +85,16 @@ void combine_into(T* out, T const* src, std::size_t n, F f) {
   for (; i < n; ++i) out[i] = f(out[i], src[i]);
 }
 
-/// out[i] += src[i] (wrapping as the scalar cast does for integers).
+/// out[i] += src[i] (integers wrap around, as psum's do in JAX).
 template <class T>
 void add_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return static_cast<T>(a + b);
-    else return a + b;
-  });
+  combine_into(out, src, n, [](auto a, auto b) { return detail::wrapping_add(a, b); });
 }
 
-/// out[i] *= src[i].
+/// out[i] *= src[i] (integers wrap around).
 template <class T>
 void mul_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return static_cast<T>(a * b);
-    else return a * b;
-  });
+  combine_into(out, src, n, [](auto a, auto b) { return detail::wrapping_mul(a, b); });
 }
 
 /// out[i] = max(out[i], src[i]); a NaN on either side gives NaN, as XLA's max does.
