@@ -228,6 +228,27 @@ TEST_CASE("shard_map refuses results whose shapes overflow", "[overflow]") {
   }
 }
 
+TEST_CASE("all_gather and all_to_all refuse results whose dimension overflows", "[overflow]") {
+  tessera::runtime rt{4};
+  auto const m = tessera::make_mesh<"X">({4});
+  auto gather = tessera::shard_map(
+      [] {
+        auto z = xt::xtensor<std::uint8_t, 2>::from_shape({0, two_to(62)});
+        return tessera::all_gather<"X">(z, 1, tessera::tiled);
+      },
+      m, tessera::in_specs(), tessera::out_specs(P<>{}), tessera::no_check_vma);
+  REQUIRE_THROWS_WITH(gather(), Contains("tessera::all_gather: an input of shape (0, 4611686018427387904) over 4 "
+                                         "devices has a result dimension of 4611686018427387904 x 4 elements"));
+  auto exchange = tessera::shard_map(
+      [] {
+        auto z = xt::xtensor<std::uint8_t, 3>::from_shape({two_to(62), 4, 0});
+        return tessera::all_to_all<"X">(z, 1, 0, tessera::tiled);
+      },
+      m, tessera::in_specs(), tessera::out_specs(P<>{}), tessera::no_check_vma);
+  REQUIRE_THROWS_WITH(exchange(), Contains("tessera::all_to_all: an input of shape (4611686018427387904, 4, 0) over 4 "
+                                           "devices has a result dimension of 4611686018427387904 x 4 elements"));
+}
+
 TEST_CASE("device buffers and device memory refuse byte counts that overflow", "[overflow]") {
   // 2^61 elements fit std::size_t; 2^64 bytes of double do not (they wrapped to 0).
   REQUIRE_THROWS_AS(tessera::device_buffer<double>(two_to(61)), std::length_error);

@@ -82,11 +82,23 @@ struct result_buffer {
   std::size_t count() const { return element_count(shape); }
 };
 
+/// Dimension n of a collective's result, k times larger (all_gather, all_to_all's concatenation),
+/// refused where it would wrap: the result's buffer would be short.
+template <class Seq>
+std::size_t scaled_dimension(std::size_t n, std::size_t k, Seq const& in_shape, char const* what) {
+  if (k != 0 && n > max_array_size / k)
+    throw std::length_error(std::string("tessera::") + what + ": an input of shape " + shape_string(in_shape) +
+                            " over " + std::to_string(k) + " devices has a result dimension of " + std::to_string(n) +
+                            " x " + std::to_string(k) + " elements, more than std::ptrdiff_t can count");
+  return n * k;
+}
+
 template <class T, std::size_t N>
 result_buffer<T, N> make_result(shape_t<N> const& shape) {
   spmd_frame const* f = current_frame;
   return result_buffer<T, N>{f ? f->owner : nullptr,
-                             device_buffer<T>(element_count(shape), device_buffer<T>::uninitialized,
+                             device_buffer<T>(checked_element_count<T>(shape, "collective result"),
+                                              device_buffer<T>::uninitialized,
                                               f ? f->memory : nullptr),
                              shape};
 }
@@ -282,7 +294,7 @@ auto gather(V&& v, std::size_t axis) {
   shape_t<R> out_shape{};
   if constexpr (Tiled) {
     out_shape = in.shape;
-    out_shape[axis] *= c.k();
+    out_shape[axis] = scaled_dimension(out_shape[axis], c.k(), in.shape, "all_gather");
   } else {
     for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? c.k() : in.shape[j++];
   }
@@ -382,7 +394,7 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   }
   std::vector<std::size_t> r = shape;
   r[split] /= k;
-  r[concat] *= k;
+  r[concat] = scaled_dimension(r[concat], k, in.shape, "all_to_all");
   if (!Tiled && split != concat) r.erase(r.begin() + static_cast<std::ptrdiff_t>(split));
   shape_t<N> out_shape{};
   std::copy(r.begin(), r.end(), out_shape.begin());
