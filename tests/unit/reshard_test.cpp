@@ -157,10 +157,16 @@ TEST_CASE("resharding under another current runtime", "[array][reshard]") {
   CHECK(b.pool().get() == &small.pool());
   CHECK(same_array(tessera::to_host(b), host));
   CHECK(shards_match(b, host));
-  // The sharding on the big runtime cannot be used while the small one is current.
-  REQUIRE_THROWS_WITH(tessera::device_put(b, named_sharding(m, P<"x", "y">{})),
-                      Contains("tessera::device_put: the sharding uses device 7 but the runtime has 2 devices; "
-                               "create tessera::runtime{8}"));
+  // A sharding names its runtime, as a JAX sharding names its devices: putting onto the big
+  // runtime's mesh moves the array there even while the small runtime is current.
+  auto const back = tessera::device_put(b, named_sharding(m, P<"x", "y">{}));
+  CHECK(back.pool().get() == &big.pool());
+  CHECK(same_array(tessera::to_host(back), host));
+  CHECK(shards_match(back, host));
+  // A device number alone means the current runtime's device.
+  REQUIRE_THROWS_WITH(tessera::device_put(host, 7),
+                      Contains("tessera::device_put: the sharding uses device 7 but runtime") &&
+                          Contains("(2 devices) has devices 0 to 1; create tessera::runtime{8}"));
 }
 
 // ---------------------------------------------------------------------------
@@ -313,14 +319,18 @@ TEST_CASE("device_put errors name the values", "[array][errors]") {
     xt::xtensor<float, 1> const x = xt::arange<float>(16.0f);
     REQUIRE_NOTHROW(tessera::device_put(x, s8));
     runtime small{4};
-    REQUIRE_THROWS_AS(tessera::device_put(x, s8), std::invalid_argument);
-    REQUIRE_THROWS_WITH(tessera::device_put(x, s8),
-                        Contains("tessera::device_put: the sharding uses device 7 but the runtime has 4 devices") &&
-                            Contains("create tessera::runtime{8}"));
-    REQUIRE_THROWS_WITH(tessera::device_put(x, 6), Contains("the sharding uses device 6 but the runtime has 4 devices"));
-    REQUIRE_THROWS_WITH(
-        tessera::make_array_from_callback(shape_t<1>{16}, s8, [&](auto const&) { return xt::xtensor<float, 1>{}; }),
-        Contains("tessera::make_array_from_callback: the sharding uses device 7 but the runtime has 4 devices"));
+    // The mesh names the big runtime, so a smaller current runtime does not matter...
+    auto const on_big = tessera::device_put(x, s8);
+    CHECK(on_big.pool().get() == &big.pool());
+    CHECK(same_array(tessera::to_host(on_big), x));
+    // ...but a device number alone means the current runtime's device.
+    REQUIRE_THROWS_AS(tessera::device_put(x, 6), std::invalid_argument);
+    REQUIRE_THROWS_WITH(tessera::device_put(x, 6),
+                        Contains("tessera::device_put: the sharding uses device 6 but runtime") &&
+                            Contains("(4 devices) has devices 0 to 3; create tessera::runtime{7}"));
+    // A mesh made while the small runtime is current cannot name device 7.
+    REQUIRE_THROWS_WITH((tessera::make_mesh<"x">({8})),
+                        Contains("axis sizes (8,) need 8 devices but the runtime has 4"));
   }
 }
 
