@@ -29,9 +29,8 @@
 
 #include <tessera/tessera.hpp>
 
-#include "jax_random.hpp"
 
-namespace jr = examples::jax_random;
+namespace jr = tessera::random;
 using tessera::none;
 using tessera::P;
 
@@ -93,8 +92,8 @@ int main() {
   tessera::runtime rt{8};
 
   auto const keys = jr::split(jr::key(0), 2);
-  xt::xtensor<float, 2> const a = jr::normal<2>(keys[0], {n, n});
-  xt::xtensor<float, 2> const b = jr::normal<2>(keys[1], {n, n});
+  xt::xtensor<float, 2> const a = jr::normal(keys[0], {n, n});
+  xt::xtensor<float, 2> const b = jr::normal(keys[1], {n, n});
   auto const expected = host_matmul(a, b);
 
   // mesh_1d = Mesh(devices, axis_names=('devices',))

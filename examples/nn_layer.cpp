@@ -11,7 +11,7 @@
 //       of W and a psum over "X" adding the parts:
 //       the collective_counter sees the same one all-reduce that (a) planned.
 // x, W and b are drawn as seed 002 draws them (jax.random.key(1701),
-// jax_random.hpp); all the results agree with each other and with the layer
+// tessera::random); all the results agree with each other and with the layer
 // computed on the host, and with the numbers seed 002 prints.
 #include <cstdio>
 #include <iostream>
@@ -22,10 +22,9 @@
 
 #include <tessera/tessera.hpp>
 
-#include "jax_random.hpp"
 #include "numpy_print.hpp"
 
-namespace jr = examples::jax_random;
+namespace jr = tessera::random;
 using tessera::none;
 using tessera::P;
 
@@ -80,9 +79,9 @@ int main() {
 
   // key = jax.random.key(1701); key, x_key, W_key, b_key = jax.random.split(key, 4)
   auto const keys = jr::split(jr::key(1701), 4);
-  auto const x = jr::normal<1>(keys[1], {32});
-  auto const W = jr::normal<2>(keys[2], {32, 4});
-  auto const b = jr::normal<1>(keys[3], {4});
+  auto const x = jr::normal(keys[1], {32});
+  auto const W = jr::normal(keys[2], {32, 4});
+  auto const b = jr::normal(keys[3], {4});
 
   // The layer on one device, on the host.
   xt::xtensor<float, 1> const host = host_sigmoid(vecmat(x, W) + b);

@@ -25,9 +25,8 @@
 
 #include <tessera/tessera.hpp>
 
-#include "jax_random.hpp"
 
-namespace jr = examples::jax_random;
+namespace jr = tessera::random;
 using tessera::none;
 using tessera::P;
 
@@ -102,8 +101,8 @@ int main() {
   // w_true = jax.random.normal(key, (D, 1))
   // y = (X @ w_true > 0).astype(jnp.float32)
   auto const key = jr::key(1701);
-  xt::xtensor<float, 2> const X = jr::normal<2>(key, {B, D});
-  xt::xtensor<float, 2> const w_true = jr::normal<2>(key, {D, 1});
+  xt::xtensor<float, 2> const X = jr::normal(key, {B, D});
+  xt::xtensor<float, 2> const w_true = jr::normal(key, tessera::shape_t<2>{D, 1});
   xt::xtensor<float, 2> y = xt::zeros<float>({B, std::size_t{1}});
   for (std::size_t i = 0; i < B; ++i) {
     float z = 0;

@@ -65,3 +65,5 @@
 #include "tessera/debug/explain.hpp"
 #include "tessera/debug/typeof.hpp"
 #include "tessera/debug/visualize_array_sharding.hpp"
+
+#include "tessera/random.hpp"
