@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# jax.random against its peers in one run (issue 16): tessera::random's normal, uniform and
+# bits of 2^22 elements on 1, 2 and 4 devices; std::mt19937 with the standard distributions on
+# as many std::threads; and JAX itself (jit with an out sharding over CPU devices) when
+# build/jax-venv exists (tools/jax_reference/setup_venv.sh). Prints a markdown table of times
+# and ratios (peer time / tessera time: above 1, tessera is faster).
+#
+#   bash bench/run_random.sh [build-dir]      # default build/bench-random; a few minutes
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-build/bench-random}
+reps=${REPS:-5}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF \
+  -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_BENCH=ON >&2
+cmake --build "$build" --target bench_random_bench -j "$(nproc)" >&2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$build/bench/bench_random_bench" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=false \
+  --benchmark_out="$out/cpp.json" --benchmark_out_format=json >&2
+jax_py="$root/build/jax-venv/bin/python"
+if [[ -x $jax_py ]]; then
+  REPS=$((reps * 2)) "$jax_py" "$here/jax/random_jax.py" > "$out/jax.jsonl"
+else
+  : > "$out/jax.jsonl"
+fi
+python3 - "$out/cpp.json" "$out/jax.jsonl" <<'PY'
+import json, sys, collections
+best = collections.defaultdict(lambda: float("inf"))
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    if b.get("run_type") != "iteration":
+        continue
+    name, arg = b["run_name"].split("/")[0], int(b["run_name"].split("/")[1])
+    best[(name, arg)] = min(best[(name, arg)], b["real_time"])  # milliseconds
+for line in open(sys.argv[2]):
+    j = json.loads(line)
+    best[("jax_" + j["name"], j["devices"])] = j["ms"]
+def cell(peer, mine):
+    return f"{best[peer]:.2f} ms ({best[peer] / best[mine]:.2f}x)" if peer in best and best[peer] < float("inf") else "-"
+print("| sampler, 2^22 elements | devices | tessera | std::mt19937 threads | JAX jit |")
+print("|---|---|---|---|---|")
+for s in ("normal", "uniform", "bits"):
+    for n in (1, 2, 4):
+        mine = (f"BM_tessera_{s}", n)
+        print(f"| {s} | {n} | {best[mine]:.2f} ms | {cell((f'BM_std_mt19937_{s}', n), mine)} | {cell((f'jax_{s}', n), mine)} |")
+PY
