@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <xsimd/xsimd.hpp>
+#include "tessera/runtime/simd.hpp"  // xsimd, behind tessera's one header for it
 
 namespace tessera::random::detail {
 
