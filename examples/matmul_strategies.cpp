@@ -144,8 +144,10 @@ int main() {
          b_krows, expected);
   auto const c_blocks = tessera::jit(constrained_to(blocks))(a_blocks, b_krows);
   tessera::visualize_array_sharding(c_blocks);
-  // Both operands in seed 004's block sharding: B's rows are on 'rows', A's columns on 'cols', so B
-  // gives way, and C's columns cannot be on 'cols' while its partial sum is: B is gathered whole.
+  // Both operands in seed 004's block sharding: B's rows are on 'rows', A's columns on 'cols', so B's
+  // rows give way; then A's columns, the contracting dimension sharded on one side only, would make
+  // C partial over 'cols' while C's columns are on 'cols': as in JAX's dot_general rule, the one-sided
+  // contracting dimension gives way, and C keeps both blocks' axes: two all-gathers, no all-reduce.
   jitted("5. blocks: A P('rows', 'cols') @ B P('rows', 'cols')", matmul, a_blocks, b_blocks, expected);
 
   std::printf("\nall strategies match the host product: %s\n", all_ok ? "yes" : "no");

@@ -557,8 +557,9 @@ TEST_CASE("matrix . vector and vector . matrix", "[matmul][forms]") {
     check_matmul<int, int, P<"X", "Y">, P<>, 2, 1>(m, g, {{"X"}, "all-reduce(Y)"});
     // b's K on the axis of a's rows: b's K gives way.
     check_matmul<float, float, P<"Y", none>, P<"Y">, 2, 1>(m, g, {{"Y"}, "all-gather(Y)"});
-    // [K] @ [K,N] -> [N]; the partial axis (from a) also on b's columns: b's columns give way.
-    check_matmul<float, float, P<"Y">, P<none, "Y">, 1, 2>(m, g, {{""}, "all-gather(Y), all-reduce(Y)"});
+    // [K] @ [K,N] -> [N]; a's K (one side only) on the axis of b's columns: a's K is gathered
+    // (JAX's dot_general rule shards the result by its free dimensions).
+    check_matmul<float, float, P<"Y">, P<none, "Y">, 1, 2>(m, g, {{"Y"}, "all-gather(Y)"});
     check_matmul<int, int, P<>, P<none, axes<"Y", "X">>, 1, 2>(m, g, {{"(Y,X)"}, ""});
   }
 }
@@ -582,8 +583,8 @@ TEST_CASE("matrix . matrix: one side, both alike, rows and columns, multi-axis, 
     // An axis used twice (a's rows and b's columns): b's columns give way.
     check_matmul<float, float, P<"X", none>, P<none, "X">, 2, 2>(m, g, {{"X", ""}, "all-gather(X)"});
     check_matmul<float, float, P<"Y", "X">, P<"X", "Y">, 2, 2>(m, g, {{"Y", ""}, "all-gather(Y), all-reduce(X)"});
-    // The partial axis also shards a result dimension: b gives way.
-    check_matmul<int, int, P<"X", "Y">, P<none, "Y">, 2, 2>(m, g, {{"X", ""}, "all-gather(Y), all-reduce(Y)"});
+    // a's K (one side only) on the axis of b's columns: a's K is gathered, as in JAX.
+    check_matmul<int, int, P<"X", "Y">, P<none, "Y">, 2, 2>(m, g, {{"X", "Y"}, "all-gather(Y)"});
   }
 }
 
@@ -642,6 +643,10 @@ TEST_CASE("matmul on Explicit meshes (the cases without a conflict)", "[matmul][
     check_matmul<int, int, P<"X", none, "Y">, P<"X", "Y", none>, 3, 3>(m, g, {{"X", "", ""}, "all-reduce(Y)"});
     check_matmul<double, double, P<"X", none, none, "Y">, P<none, none, "Y", none>, 4, 4>(
         m, g, {{"X", "", "", ""}, "all-reduce(Y)"}, true);
+    // JAX accepts these on Explicit axes (its pjit_test dot_general cases): a contracting
+    // dimension sharded on one side gives way to a result dimension on its axis.
+    check_matmul<float, float, P<"X", none>, P<"X", none>, 2, 2>(m, g, {{"X", ""}, "all-gather(X)"});  // FSDP
+    check_matmul<float, float, P<none, "Y">, P<none, "Y">, 2, 2>(m, g, {{"", "Y"}, "all-gather(Y)"});
   }
 }
 

@@ -122,8 +122,10 @@ enum class contract_error {
 /// The spec of jnp.matmul(a, b) (ranks RA, RB >= 1): batch dimensions broadcast and combine as
 /// element-wise ones; the rows of `a` and the columns of `b` pass through; a contracting
 /// dimension sharded on one side (the other side takes the matching slice, free) or on both
-/// alike leaves the result partial over its axes (`unreduced`); on different axes it is a
-/// conflict. On Auto axes the right operand gives way: `b` is the spec it is resharded to.
+/// alike leaves the result partial over its axes (`unreduced`), unless a result dimension uses
+/// that axis: then a one-sided contracting dimension is gathered instead (JAX's rule); on
+/// different axes it is a conflict. On Auto axes the right operand gives way: `a` and `b` are
+/// the specs the operands are resharded to.
 template <std::size_t R, std::size_t RA, std::size_t RB>
 struct contract_result {
   std::array<dim_spec, R> dims{};  // the result's spec once summed over `unreduced`
@@ -215,10 +217,17 @@ constexpr auto contract_rule(std::array<dim_spec, RA> const& a, std::array<dim_s
     for (std::size_t j = 0; j < R && !changed; ++j)
       for (std::size_t k = 0; k < u.count && !changed; ++k)
         if (dims[j].uses(u.axes[k])) {
-          note(contract_error::repeated_axis, j, u, dims[j]);
-          // b gives way: its contracting entry if the partial axis came from it, else the clashing dimension.
-          if (ka.uses(u.axes[k])) r.b[b_dim[j]] = dim_spec{};
-          else r.b[rhs_contracting(RB)] = dim_spec{};
+          if (ka.is_none() != kb.is_none()) {
+            // Sharded on one side only, the contracting dimension gives way to the result
+            // dimension (it is gathered), as in JAX's dot_general rule, which shards the result
+            // by the free dimensions alone: P('x', None) @ P('x', None) is P('x', None) and
+            // P(None, 'y') @ P(None, 'y') is P(None, 'y'), on Explicit axes too.
+            if (ka.is_none()) r.b[rhs_contracting(RB)] = dim_spec{};
+            else r.a[RA - 1] = dim_spec{};
+          } else {
+            note(contract_error::repeated_axis, j, u, dims[j]);
+            r.b[b_dim[j]] = dim_spec{};  // sharded alike on both sides: b's clashing dimension gives way
+          }
           changed = true;
         }
     if (changed) continue;
