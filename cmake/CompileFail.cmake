@@ -119,5 +119,17 @@ if(_missing)
     "compile_fail ${SOURCE} failed to compile as expected, but the diagnostics "
     "do not match these EXPECT regex(es):\n  ${_missing_str}\nCommand: ${cmd_str}")
 endif()
+# Issue 14: a mistake is reported in at most 60 lines, so that our message is not lost in notes.
+string(REGEX MATCHALL "\n" _newlines "${out}")
+list(LENGTH _newlines _lines)
+if(NOT DEFINED MAX_LINES)
+  set(MAX_LINES 60)
+endif()
+if(_lines GREATER MAX_LINES)
+  message("---- compiler output ----\n${out}\n-------------------------")
+  message(FATAL_ERROR
+    "compile_fail ${SOURCE} fails as expected but prints ${_lines} lines of diagnostics, more than ${MAX_LINES}; "
+    "stop the errors that follow ours (see detail::failed_expression)")
+endif()
 list(JOIN _expects "\n  " _expects_str)
 message(STATUS "OK: ${SOURCE} fails to compile with diagnostics matching:\n  ${_expects_str}")

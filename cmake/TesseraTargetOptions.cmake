@@ -2,7 +2,7 @@
 # INTERFACE target `tessera`, so consumers do not inherit them.
 
 # tessera_apply_sanitizers(<target>...)
-#   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g when the
+#   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g1 (line tables for the reports) when the
 #   TESSERA_SANITIZE cache variable is non-empty.
 function(tessera_apply_sanitizers)
   if(TESSERA_SANITIZE STREQUAL "")
@@ -10,7 +10,7 @@ function(tessera_apply_sanitizers)
   endif()
   foreach(tgt IN LISTS ARGN)
     target_compile_options(${tgt} PRIVATE
-      -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g)
+      -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g1)
     if(TESSERA_SANITIZE MATCHES "undefined")
       # Make UBSan findings fatal by default (UBSAN_OPTIONS still applies).
       target_compile_options(${tgt} PRIVATE -fno-sanitize-recover=undefined)

@@ -14,15 +14,10 @@ inline constexpr bool always_false = false;
 template <auto...>
 inline constexpr bool always_false_v = false;
 
-/// Fires when a PartitionSpec names an axis the mesh does not have.
-template <axis_name Axis, class Mesh, bool Ok>
-struct spec_axis_must_be_in_mesh {
-  static_assert(Ok,
-                "tessera: named_sharding(mesh, spec): the PartitionSpec names a mesh axis that is not in the mesh "
-                "(the axis is the first argument of 'spec_axis_must_be_in_mesh<axis, mesh>' above); "
-                "use one of the mesh's axis names");
-  static constexpr bool value = true;  // the static_assert above is the check; no second error
-};
+/// False when a PartitionSpec names an axis the mesh does not have (`Axis`; empty when none),
+/// so that named_sharding's static_assert prints the axis and the mesh.
+template <axis_name Axis, class Mesh>
+inline constexpr bool spec_axis_must_be_in_mesh = Axis.empty();
 
 /// Fires when a spec has more entries than the array has dimensions.
 template <std::size_t SpecSize, std::size_t Rank, bool Ok>
@@ -34,15 +29,10 @@ struct spec_must_not_be_longer_than_rank {
   static constexpr bool value = true;  // the static_assert above is the check; no second error
 };
 
-/// Fires when a collective names an axis that the mesh of its argument does not have.
-template <axis_name Axis, class MeshAxes, bool Ok>
-struct collective_axis_must_be_in_mesh {
-  static_assert(Ok,
-                "tessera: a collective (psum, all_gather, ...) names a mesh axis that the shard_map's mesh does not "
-                "have (the axis and the mesh's axes are the arguments of 'collective_axis_must_be_in_mesh<axis, "
-                "in_mesh<...>>' above); use one of the mesh's axis names");
-  static constexpr bool value = true;
-};
+/// False when a collective names an axis (`Axis`; empty when none) that the mesh of its
+/// argument does not have, so that the failing static_assert prints the axis and the mesh's axes.
+template <axis_name Axis, class MeshAxes>
+inline constexpr bool collective_axis_must_be_in_mesh = Axis.empty();
 
 /// Fires when an out_spec leaves out a mesh axis the body's result still varies over (JAX's check_vma).
 template <std::size_t Result, axis_name Axis, class OutSpec, bool Ok>
@@ -55,27 +45,14 @@ struct out_spec_must_name_every_axis_the_result_varies_over {
   static constexpr bool value = true;
 };
 
-/// Fires when an element-wise operation's operands shard one dimension on different Explicit axes.
-template <class Op, std::size_t Dim, axis_name LeftAxis, axis_name RightAxis, bool Ok>
-struct operands_shard_a_dimension_on_different_axes {
-  static_assert(Ok,
-                "tessera: an element-wise operation's operands shard the same dimension on different mesh axes "
-                "(the operation, the result dimension and the axes of the left and right operands are the "
-                "arguments of 'operands_shard_a_dimension_on_different_axes<op, dim, left, right>' above); "
-                "reshard one of them: tessera::reshard(x, tessera::P<...>{})");
-  static constexpr bool value = true;
-};
+/// False, with the values of an element-wise conflict on Explicit axes as its arguments, so that
+/// the failing static_assert (in expr/functions.hpp, which holds the message) prints them.
+template <class Op, std::size_t Dim, axis_name LeftAxis, axis_name RightAxis>
+inline constexpr bool operands_shard_a_dimension_on_different_axes = false;
 
-/// Fires when an element-wise result would shard two dimensions on one Explicit axis.
-template <class Op, std::size_t Dim, axis_name Axis, bool Ok>
-struct result_would_use_a_mesh_axis_twice {
-  static_assert(Ok,
-                "tessera: an element-wise operation's result would shard two dimensions on the same mesh axis, one "
-                "from each operand (the operation, the dimension and the axis are the arguments of "
-                "'result_would_use_a_mesh_axis_twice<op, dim, axis>' above); reshard one operand so the axis "
-                "shards one dimension: tessera::reshard(x, tessera::P<...>{})");
-  static constexpr bool value = true;
-};
+/// False, with the values of an element-wise result that would use one Explicit axis twice.
+template <class Op, std::size_t Dim, axis_name Axis>
+inline constexpr bool result_would_use_a_mesh_axis_twice = false;
 
 /// Fires when the operands of one expression live on meshes of different types.
 template <class LeftMesh, class RightMesh, bool Ok>

@@ -34,25 +34,24 @@ template <class T>
 concept partition_spec_type = is_partition_spec<std::remove_cvref_t<T>>::value;
 
 namespace detail {
-template <class Mesh, class Spec, std::size_t... I>
-constexpr bool check_spec_axes(std::index_sequence<I...>) {
-  // One instantiation per (entry, axis slot) so the failing axis shows in the diagnostic.
-  return (... && [] {
-    constexpr dim_spec d = Spec::dims[I / dim_spec::max_axes];
-    constexpr std::size_t slot = I % dim_spec::max_axes;
-    if constexpr (slot < d.count) {
-      return diagnostic::spec_axis_must_be_in_mesh<d.axes[slot], Mesh, Mesh::has_axis(d.axes[slot])>::value;
-    } else {
-      return true;
-    }
-  }());
+/// The first axis of Spec that Mesh does not have; an empty name when there is none.
+template <class Mesh, class Spec>
+constexpr axis_name first_axis_not_in_mesh() {
+  for (dim_spec const& d : Spec::dims)
+    for (std::size_t a = 0; a < d.count; ++a)
+      if (!Mesh::has_axis(d.axes[a])) return d.axes[a];
+  return {};
 }
 }  // namespace detail
 
 /// jax.sharding.NamedSharding: how an array is laid out over `Mesh` according to `Spec`.
 template <mesh_type Mesh, partition_spec_type Spec>
 class named_sharding {
-  static_assert(detail::check_spec_axes<Mesh, Spec>(std::make_index_sequence<Spec::size * dim_spec::max_axes>{}));
+  // A plain static_assert (not a failing class template) so clang reports one error, not three.
+  static_assert(diagnostic::spec_axis_must_be_in_mesh<detail::first_axis_not_in_mesh<Mesh, Spec>(), Mesh>,
+                "tessera: named_sharding(mesh, spec): the PartitionSpec names a mesh axis that is not in the mesh "
+                "(the axis is the first argument of 'spec_axis_must_be_in_mesh<axis, mesh>'); "
+                "use one of the mesh's axis names");
 
  public:
   using mesh_type = Mesh;

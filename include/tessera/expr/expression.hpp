@@ -119,6 +119,29 @@ struct operand_traits<E, std::enable_if_t<expression_node<E>>> {
   }();
 };
 
+/// What an operation returns when one of its compile-time checks has failed: a node of the
+/// right element type, rank and mesh (replicated), so that `tessera::array r = a + b;` and
+/// later operations raise no errors after ours and the first error is the only one printed.
+template <class T, std::size_t N, class Mesh>
+struct failed_expression : expression_tag {
+  using value_type = T;
+  using mesh_type = Mesh;
+  using sharding_type = named_sharding<Mesh, P<>>;
+  static constexpr std::size_t rank = N;
+  static constexpr std::array<dim_spec, N> spec{};
+  /// Never runs: a program holding a failed_expression does not compile.
+  array<T, N, sharding_type> evaluate() const { throw std::logic_error("tessera: a failed expression"); }
+  /// As an array's, so that code using the result adds no errors of its own.
+  std::size_t size() const { return 0; }
+  /// As an array's.
+  std::array<std::size_t, N> shape() const { return {}; }
+};
+
+template <class E>
+struct is_failed_expression : std::false_type {};
+template <class T, std::size_t N, class Mesh>
+struct is_failed_expression<failed_expression<T, N, Mesh>> : std::true_type {};
+
 /// Whether an operand holds partial sums (JAX's `unreduced`).
 template <class E>
 inline constexpr bool is_partial = !operand_traits<E>::unreduced.is_none();

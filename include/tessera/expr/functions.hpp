@@ -4,6 +4,7 @@
 // expression node; its sharding is decided here, at compile time, by the
 // rules of core/sharding_rules.hpp.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <type_traits>
@@ -65,19 +66,31 @@ auto make_elementwise(X... x) {
   using Mesh = first_mesh_t<X...>;
   static_assert(!std::is_void_v<Mesh>, "tessera: internal: an expression needs one sharded operand");
   constexpr auto rule = combine_all(Mesh::axes, combine_result<0>{}, operand_traits<X>::spec...);
-  if constexpr (!(on_mesh<Mesh, X> && ...)) {
+  using failed = failed_expression<R, std::max({std::size_t{0}, operand_traits<X>::rank...}), Mesh>;
+  if constexpr ((is_failed_expression<X>::value || ...)) {
+    return failed{};  // an operand's check has failed already: no second error
+  } else if constexpr (!(on_mesh<Mesh, X> && ...)) {
     // Only this error: the sharding rule means nothing across meshes.
     static_assert((diagnostic::operands_must_be_on_the_same_mesh<Mesh, typename operand_traits<X>::mesh_type,
                                                                  on_mesh<Mesh, X>>::value &&
                    ...));
-    return 0;
+    return failed{};
   } else if constexpr (rule.error == combine_error::conflict && rule.explicit_error) {
+    // The message is here, not in a class template, so clang prints one note fewer (issue 14).
     static_assert(diagnostic::operands_shard_a_dimension_on_different_axes<Op, rule.dim, rule.left.axes[0],
-                                                                          rule.right.axes[0], false>::value);
-    return 0;
+                                                                          rule.right.axes[0]>,
+                  "tessera: an element-wise operation's operands shard the same dimension on different mesh axes "
+                  "(the operation, the result dimension and the axes of the left and right operands are the "
+                  "arguments of 'operands_shard_a_dimension_on_different_axes<op, dim, left, right>'); "
+                  "reshard one of them: tessera::reshard(x, tessera::P<...>{})");
+    return failed{};
   } else if constexpr (rule.error == combine_error::repeated_axis && rule.explicit_error) {
-    static_assert(diagnostic::result_would_use_a_mesh_axis_twice<Op, rule.dim, rule.right.axes[0], false>::value);
-    return 0;
+    static_assert(diagnostic::result_would_use_a_mesh_axis_twice<Op, rule.dim, rule.right.axes[0]>,
+                  "tessera: an element-wise operation's result would shard two dimensions on the same mesh axis, "
+                  "one from each operand (the operation, the dimension and the axis are the arguments of "
+                  "'result_would_use_a_mesh_axis_twice<op, dim, axis>'); reshard one operand so the axis shards "
+                  "one dimension: tessera::reshard(x, tessera::P<...>{})");
+    return failed{};
   } else {
     constexpr auto dims = canonical_spec(rule.dims);
     return elementwise<Op, C, R, decltype(fit<dims>(std::move(x)))...>(fit<dims>(std::move(x))...);
@@ -101,16 +114,6 @@ struct binary_type {
 template <class A, class B>
 using binary_type_t = typename binary_type<A, B>::type;
 
-template <class Op, class A, class B>
-auto arithmetic(A&& a, B&& b) {
-  using C = binary_type_t<A, B>;
-  return make_elementwise<Op, C, C>(store(std::forward<A>(a)), store(std::forward<B>(b)));
-}
-template <class Op, class A, class B>
-auto comparison(A&& a, B&& b) {
-  using C = binary_type_t<A, B>;
-  return make_elementwise<Op, C, bool>(store(std::forward<A>(a)), store(std::forward<B>(b)));
-}
 template <class Op, class X>
 auto floating_function(X&& x) {
   using C = float_of_t<value_t<X>>;
@@ -156,19 +159,22 @@ TESSERA_REJECT_NON_OPERAND(/)
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator+(A&& a, B&& b) {
-  return detail::arithmetic<op::add>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::add, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.subtract
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator-(A&& a, B&& b) {
-  return detail::arithmetic<op::subtract>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::subtract, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.multiply
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator*(A&& a, B&& b) {
-  return detail::arithmetic<op::multiply>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::multiply, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.true_divide: always floating, as `/` is in JAX (int32 / int32 is float32).
 template <class A, class B>
@@ -187,56 +193,65 @@ auto operator-(X&& x) {
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator==(A&& a, B&& b) {
-  return detail::comparison<op::equal>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::equal, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 /// jnp.not_equal
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator!=(A&& a, B&& b) {
-  return detail::comparison<op::not_equal>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::not_equal, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 /// jnp.less
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator<(A&& a, B&& b) {
-  return detail::comparison<op::less>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::less, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 /// jnp.less_equal
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator<=(A&& a, B&& b) {
-  return detail::comparison<op::less_equal>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::less_equal, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 /// jnp.greater
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator>(A&& a, B&& b) {
-  return detail::comparison<op::greater>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::greater, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 /// jnp.greater_equal
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto operator>=(A&& a, B&& b) {
-  return detail::comparison<op::greater_equal>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::greater_equal, detail::binary_type_t<A, B>, bool>(detail::store(std::forward<A>(a)),
+                                                                   detail::store(std::forward<B>(b)));
 }
 
 /// jnp.maximum (NaN-propagating)
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto maximum(A&& a, B&& b) {
-  return detail::arithmetic<op::maximum>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::maximum, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.minimum (NaN-propagating)
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto minimum(A&& a, B&& b) {
-  return detail::arithmetic<op::minimum>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::minimum, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.power
 template <class A, class B>
   requires detail::binary_operands<A, B>
 auto pow(A&& a, B&& b) {
-  return detail::arithmetic<op::power>(std::forward<A>(a), std::forward<B>(b));
+  return detail::make_elementwise<op::power, detail::binary_type_t<A, B>, detail::binary_type_t<A, B>>(
+      detail::store(std::forward<A>(a)), detail::store(std::forward<B>(b)));
 }
 /// jnp.clip(x, lo, hi): minimum(maximum(x, lo), hi).
 template <sharded_expression X, expression_operand L, expression_operand H>
@@ -306,7 +321,7 @@ auto make_reduction(X x) {
     constexpr bool ok = valid_axes(std::array<std::size_t, sizeof...(Axes)>{Axes...}, N);
     static_assert(diagnostic::reduction_axes_must_be_distinct_dimensions_of_the_operand<Op, N, ok>::value);
     if constexpr (ok) return reduction<Op, X, Axes...>(std::move(x));
-    else return 0;
+    else return failed_expression<typename operand_traits<X>::value_type, 0, typename operand_traits<X>::mesh_type>{};
   }
 }
 }  // namespace detail
@@ -351,7 +366,8 @@ auto reshard(X&& x, P<D...>) {
     constexpr auto target = detail::canonical_spec(detail::padded_spec<P<D...>>(std::make_index_sequence<N>{}));
     return resharded<S, target>(detail::store(std::forward<X>(x)));
   } else {
-    return 0;
+    return detail::failed_expression<typename detail::operand_traits<S>::value_type, N,
+                                     typename detail::operand_traits<S>::mesh_type>{};
   }
 }
 
@@ -368,7 +384,8 @@ auto transpose(X&& x) {
     constexpr bool ok = sizeof...(Perm) == N && detail::valid_axes(std::array<std::size_t, sizeof...(Perm)>{Perm...}, N);
     static_assert(diagnostic::transpose_axes_must_permute_the_dimensions<N, ok>::value);
     if constexpr (ok) return transposed<S, Perm...>(detail::store(std::forward<X>(x)));
-    else return 0;
+    else return detail::failed_expression<typename detail::operand_traits<S>::value_type, N,
+                                          typename detail::operand_traits<S>::mesh_type>{};
   }
 }
 

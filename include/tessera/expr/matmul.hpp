@@ -52,27 +52,33 @@ auto matmul(A&& a, B&& b) {
   using T = detail::promote_t<typename ta::value_type, typename tb::value_type>;
   constexpr bool ranks_ok = ta::rank >= 1 && tb::rank >= 1 && !std::is_same_v<T, bool>;
   constexpr bool same_mesh = std::is_same_v<Mesh, typename tb::mesh_type>;
-  if constexpr (!ranks_ok) {
+  // What a failed check returns (jnp.matmul's result rank), so that our error is the only one.
+  constexpr std::size_t ra = ta::rank, rb = tb::rank;
+  using failed = detail::failed_expression<
+      T, (ra == 0 || rb == 0) ? 0 : ra == 1 ? rb - 1 : rb == 1 ? ra - 1 : (ra > rb ? ra : rb), Mesh>;
+  if constexpr (detail::is_failed_expression<SA>::value || detail::is_failed_expression<SB>::value) {
+    return failed{};  // an operand's check has failed already: no second error
+  } else if constexpr (!ranks_ok) {
     static_assert(diagnostic::matmul_operands_must_be_numeric_arrays_of_rank_at_least_1<ta::rank, tb::rank,
                                                                                          ranks_ok>::value);
-    return 0;
+    return failed{};
   } else if constexpr (!same_mesh) {
     static_assert(diagnostic::operands_must_be_on_the_same_mesh<Mesh, typename tb::mesh_type, same_mesh>::value);
-    return 0;
+    return failed{};
   } else {
     constexpr auto rule = detail::contract_rule(ta::spec, tb::spec, Mesh::axes);
     if constexpr (rule.explicit_error && rule.error == detail::contract_error::contracting_conflict) {
       static_assert(diagnostic::matmul_contracting_dimension_sharded_on_different_axes<rule.left.axes[0],
                                                                                         rule.right.axes[0], false>::value);
-      return 0;
+      return failed{};
     } else if constexpr (rule.explicit_error && rule.error == detail::contract_error::batch_conflict) {
       static_assert(diagnostic::matmul_batch_dimension_sharded_on_different_axes<rule.dim, rule.left.axes[0],
                                                                                   rule.right.axes[0], false>::value);
-      return 0;
+      return failed{};
     } else if constexpr (rule.explicit_error && rule.error == detail::contract_error::repeated_axis) {
       static_assert(
           diagnostic::matmul_result_would_use_a_mesh_axis_twice<rule.dim, rule.right.axes[0], false>::value);
-      return 0;
+      return failed{};
     } else {
       auto xa = detail::move_to<rule.a>(detail::as_type<T>(detail::store(std::forward<A>(a))));
       auto xb = detail::move_to<rule.b>(detail::as_type<T>(detail::store(std::forward<B>(b))));

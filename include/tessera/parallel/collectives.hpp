@@ -154,18 +154,35 @@ auto as_result(result_buffer<T, N>&& r) {
 }
 
 /// The vma of a collective's result: the argument's, made the same along A (Reduce) or varying along A.
+/// The axes a collective acts over; every axis of the mesh when one of A is not in it, so that
+/// after check_axes_in_mesh's error no out_spec check fails as well.
+template <class V, axis_name... A>
+constexpr axis_set collective_axes() {
+  constexpr axis_set mesh = vma_of<V>::value.mesh;
+  if constexpr (((mesh.size == 0 || mesh.contains(A)) && ...)) return make_axis_set<A...>();
+  else return mesh;
+}
+
 template <class V, bool Reduce, axis_name... A>
-using result_vma = vma_type_t<Reduce ? reduced_over(vma_of<V>::value, make_axis_set<A...>())
-                                     : varied_over(vma_of<V>::value, make_axis_set<A...>())>;
+using result_vma = vma_type_t<Reduce ? reduced_over(vma_of<V>::value, collective_axes<V, A...>())
+                                     : varied_over(vma_of<V>::value, collective_axes<V, A...>())>;
 
 /// Compile-time: the collective's axes are in the mesh the argument's type knows (when it knows one).
 template <class V, axis_name... A>
 constexpr bool check_axes_in_mesh() {
   constexpr axis_set mesh = vma_of<V>::value.mesh;
   static_assert(sizeof...(A) >= 1, "tessera: name the mesh axes of the collective, as in psum<\"x\">(v)");
-  return (diagnostic::collective_axis_must_be_in_mesh<A, typename vma_type<vma_of<V>::value>::mesh,
-                                                      mesh.size == 0 || mesh.contains(A)>::value &&
-          ...);
+  constexpr axis_name missing = [&] {
+    for (axis_name const& a : {A...})
+      if (mesh.size != 0 && !mesh.contains(a)) return a;
+    return axis_name{};
+  }();
+  // A plain static_assert (not a failing class template), so clang reports it once.
+  static_assert(diagnostic::collective_axis_must_be_in_mesh<missing, typename vma_type<vma_of<V>::value>::mesh>,
+                "tessera: a collective (psum, all_gather, ...) names a mesh axis that the shard_map's mesh does not "
+                "have (the axis and the mesh's axes are the arguments of 'collective_axis_must_be_in_mesh<axis, "
+                "in_mesh<...>>'); use one of the mesh's axis names");
+  return true;
 }
 
 template <std::size_t N>

@@ -190,9 +190,9 @@ class shard_map_fn;
 /// The callable jax.shard_map(f, mesh=..., in_specs=..., out_specs=...) returns.
 template <class F, mesh_type Mesh, partition_spec_type... In, partition_spec_type... Out, bool CheckVma>
 class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
-  // Naming an axis the mesh lacks fails here, in named_sharding's words.
-  static_assert(((sizeof(named_sharding<Mesh, In>) > 0) && ...));
-  static_assert(((sizeof(named_sharding<Mesh, Out>) > 0) && ...));
+  // Whether every in_spec and out_spec names only axes of the mesh (checked when the body is called).
+  static constexpr bool specs_in_mesh = (detail::first_axis_not_in_mesh<Mesh, In>().empty() && ...) &&
+                                        (detail::first_axis_not_in_mesh<Mesh, Out>().empty() && ...);
 
  public:
   shard_map_fn(F f, Mesh mesh) : f_(std::move(f)), mesh_(std::move(mesh)) {}
@@ -204,7 +204,11 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
   auto operator()(Args&&... args) const {
     static_assert(diagnostic::shard_map_arguments_must_match_in_specs<sizeof...(Args), sizeof...(In),
                                                                       sizeof...(Args) == sizeof...(In)>::value);
-    if constexpr (sizeof...(Args) == sizeof...(In)) {
+    if constexpr (!specs_in_mesh) {
+      // Naming an axis the mesh lacks fails here, in named_sharding's words, and nothing after it does.
+      static_assert(((sizeof(named_sharding<Mesh, In>) > 0) && ...) && ((sizeof(named_sharding<Mesh, Out>) > 0) && ...));
+      return detail::failed_expression<float, 0, Mesh>{};
+    } else if constexpr (sizeof...(Args) == sizeof...(In)) {
       return call(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
     }
   }
