@@ -3,9 +3,9 @@
 // other's mesh first.
 // EXPECT: the operands of an expression are on different meshes
 // EXPECT: device_put one onto the other's mesh
-// The diagnostic names both meshes (g++ prints an axis as tessera::axis_name{"rows", 4},
+// The diagnostic names both meshes (g++ prints an axis as tessera::axis_name{"rows"},
 // clang++ 14 as its characters' codes, {{114, 111, 119, 115, 0, ...}, 4}):
-// EXPECT: operands_must_be_on_the_same_mesh<tessera::mesh<[^>]*>, tessera::mesh<[^>]*(axis_name{"rows", 4}|{{114, 111, 119, 115(, 0)*}, 4})
+// EXPECT: operands_must_be_on_the_same_mesh<tessera::mesh<[^>]*>, tessera::mesh<[^>]*(axis_name{"rows"}|{{114, 111, 119, 115(, 0)*}})
 // The first error is ours (no "error:" before it), under g++ and clang++:
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera: the operands of an expression are on different meshes
 #include <xtensor/xbuilder.hpp>

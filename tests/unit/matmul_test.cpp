@@ -409,7 +409,7 @@ TEST_CASE("the seed's x @ W: float32[32@X] @ float32[32,4] is float32[4], one al
   CHECK(tessera::type_of(xs) == "float32[32@X]");
   CHECK(tessera::type_of(ws) == "float32[32,4]");
   auto e = tessera::matmul(xs, ws);
-  STATIC_REQUIRE(decltype(e)::unreduced.count == 1);
+  STATIC_REQUIRE(decltype(e)::unreduced.count() == 1);
   CHECK(tessera::type_of(e) == "float32[4]");
   auto const plan = tessera::explain(e);
   REQUIRE(plan.collectives.size() == 1);
@@ -814,7 +814,7 @@ TEST_CASE("partial sums: sum<0>, sum<1>, mean and matmul with sharded K, constra
       auto const to = [&](auto spec) { return tessera::named_sharding(m, spec); };
       // sum over X (dimension 0): partial over X, its result float32[cols@Y].
       auto const s0 = tessera::sum<0>(x);
-      STATIC_REQUIRE(decltype(s0)::unreduced.count == 1);  // partial over X
+      STATIC_REQUIRE(decltype(s0)::unreduced.count() == 1);  // partial over X
       check_partial(s0, col_sums, col_scale, tol, "all-reduce(X)", "sum<0>(x)");
       check_partial(tessera::with_sharding_constraint(s0, to(P<>{})), col_sums, col_scale, tol,
                     "all-reduce(X), all-gather(Y)", "sum<0>(x) to P()");
@@ -852,7 +852,7 @@ TEST_CASE("partial sums: sum<0>, sum<1>, mean and matmul with sharded K, constra
       auto const a2 = tessera::device_put(ha, tessera::named_sharding(m, P<none, axes<"X", "Y">>{}));
       auto const b2 = tessera::device_put(hb, tessera::named_sharding(m, P<axes<"X", "Y">>{}));
       auto const p2 = tessera::matmul(a2, b2);
-      STATIC_REQUIRE(decltype(p2)::unreduced.count == 2);  // partial over (X, Y)
+      STATIC_REQUIRE(decltype(p2)::unreduced.count() == 2);  // partial over (X, Y)
       check_partial(tessera::reshard(p2, P<"X", "Y">{}), ref.value, ref.scale, mtol, "reduce-scatter(X,Y)",
                     "a@b over (X,Y) to P(X, Y)");
       check_partial(tessera::reshard(p2, P<"X">{}), ref.value, ref.scale, mtol, "reduce-scatter(X), all-reduce(Y)",

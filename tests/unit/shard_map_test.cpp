@@ -130,7 +130,7 @@ auto& at(C& c, index_t const& i) {
 template <class Mesh>
 constexpr tessera::dim_spec every_axis() {
   tessera::dim_spec d;
-  for (auto const& a : Mesh::axes) d.axes[d.count++] = a.name;
+  for (auto const& a : Mesh::axes) d.push(a.name);
   return d;
 }
 

@@ -68,8 +68,8 @@ inline std::size_t largest_block(std::span<std::size_t const> shape, std::span<d
   for (std::size_t d = 0; d < shape.size(); ++d) {
     std::size_t parts = 1;
     if (d < spec.size())
-      for (std::size_t a = 0; a < spec[d].count; ++a) {
-        std::size_t const i = m.index_of(spec[d].axes[a]);
+      for (std::size_t a = 0; a < spec[d].count(); ++a) {
+        std::size_t const i = m.index_of(spec[d].axis(a));
         parts *= i < m.sizes.size() ? m.sizes[i] : 1;
       }
     n *= (shape[d] + parts - 1) / parts;
@@ -79,8 +79,8 @@ inline std::size_t largest_block(std::span<std::size_t const> shape, std::span<d
 
 /// Whether entry `d` uses the axis named `axis`.
 inline bool entry_uses(dim_spec const& d, std::string const& axis) {
-  for (std::size_t a = 0; a < d.count; ++a)
-    if (d.axes[a].view() == axis) return true;
+  for (std::size_t a = 0; a < d.count(); ++a)
+    if (d.axis(a).view() == axis) return true;
   return false;
 }
 
@@ -91,8 +91,8 @@ struct axis_place {
 };
 inline axis_place place_of(std::span<dim_spec const> spec, std::string const& axis) {
   for (std::size_t d = 0; d < spec.size(); ++d)
-    for (std::size_t a = 0; a < spec[d].count; ++a)
-      if (spec[d].axes[a].view() == axis) return {true, d, a};
+    for (std::size_t a = 0; a < spec[d].count(); ++a)
+      if (spec[d].axis(a).view() == axis) return {true, d, a};
   return {};
 }
 
@@ -101,7 +101,7 @@ inline bool axis_stays(std::span<dim_spec const> from, std::span<dim_spec const>
   axis_place const f = place_of(from, axis), t = place_of(to, axis);
   if (!f.found || !t.found || f.dim != t.dim || f.at != t.at) return false;
   for (std::size_t a = 0; a < f.at; ++a)
-    if (!(from[f.dim].axes[a] == to[t.dim].axes[a])) return false;
+    if (!(from[f.dim].axis(a) == to[t.dim].axis(a))) return false;
   return true;
 }
 

@@ -10,20 +10,25 @@ namespace tessera {
 
 /// A compile-time axis name, the `'x'` in `Mesh(devices, ('x', 'y'))`.
 /// Fixed capacity (not templated on length) so every name has one type and
-/// names can be compared and stored in plain constexpr arrays.
+/// names can be compared and stored in plain constexpr arrays. The characters
+/// are its only member, so compilers print it as `axis_name{"x"}` (issue 14).
 struct axis_name {
   static constexpr std::size_t capacity = 32;
   char chars[capacity]{};
-  std::size_t length = 0;
 
   constexpr axis_name() = default;
   template <std::size_t N>
-  constexpr axis_name(char const (&s)[N]) : length(N - 1) {  // NOLINT: implicit from literals by design
+  constexpr axis_name(char const (&s)[N]) {  // NOLINT: implicit from literals by design
     static_assert(N - 1 < capacity, "tessera: an axis name is limited to 31 characters");
     for (std::size_t i = 0; i + 1 < N; ++i) chars[i] = s[i];
   }
-  constexpr std::string_view view() const { return {chars, length}; }
-  constexpr bool empty() const { return length == 0; }
+  /// The name; it ends at the first '\0'.
+  constexpr std::string_view view() const {
+    std::size_t n = 0;
+    while (n < capacity && chars[n] != '\0') ++n;
+    return {chars, n};
+  }
+  constexpr bool empty() const { return chars[0] == '\0'; }
   friend constexpr bool operator==(axis_name const& a, axis_name const& b) { return a.view() == b.view(); }
 };
 

@@ -38,8 +38,8 @@ namespace detail {
 template <class Mesh, class Spec>
 constexpr axis_name first_axis_not_in_mesh() {
   for (dim_spec const& d : Spec::dims)
-    for (std::size_t a = 0; a < d.count; ++a)
-      if (!Mesh::has_axis(d.axes[a])) return d.axes[a];
+    for (std::size_t a = 0; a < d.count(); ++a)
+      if (!Mesh::has_axis(d.axis(a))) return d.axis(a);
   return {};
 }
 }  // namespace detail
@@ -77,15 +77,15 @@ class named_sharding {
   std::size_t num_shards(std::size_t dim) const {
     dim_spec const d = Spec::dim(dim);
     std::size_t k = 1;
-    for (std::size_t a = 0; a < d.count; ++a) k *= static_cast<std::size_t>(mesh_.size(*Mesh::index_of(d.axes[a])));
+    for (std::size_t a = 0; a < d.count(); ++a) k *= static_cast<std::size_t>(mesh_.size(*Mesh::index_of(d.axis(a))));
     return k;
   }
   /// Which block along `dim` the device at mesh position `pos` holds (axes major to minor).
   std::size_t shard_index(std::size_t pos, std::size_t dim) const {
     dim_spec const d = Spec::dim(dim);
     std::size_t idx = 0;
-    for (std::size_t a = 0; a < d.count; ++a) {
-      std::size_t const ax = *Mesh::index_of(d.axes[a]);
+    for (std::size_t a = 0; a < d.count(); ++a) {
+      std::size_t const ax = *Mesh::index_of(d.axis(a));
       idx = idx * static_cast<std::size_t>(mesh_.size(ax)) + static_cast<std::size_t>(mesh_.coordinate(pos, ax));
     }
     return idx;

@@ -17,28 +17,55 @@ struct none_t {
 inline constexpr none_t none{};
 
 /// One PartitionSpec entry: no axis (None), one axis ('x'), or several, major to minor (('x','y')).
+/// The names are kept joined by commas in one character array, its only member, so compilers
+/// print an entry as `dim_spec{"x"}` or `dim_spec{"x,y"}` and a spec as `P<dim_spec{"x"}, dim_spec{""}>`
+/// (issue 14: short type names in errors).
 struct dim_spec {
   static constexpr std::size_t max_axes = 4;
-  axis_name axes[max_axes]{};
-  std::size_t count = 0;
+  static constexpr std::size_t capacity = max_axes * axis_name::capacity;
+  char text[capacity]{};
 
   constexpr dim_spec() = default;
   constexpr dim_spec(none_t) {}  // NOLINT: `none` is a spec entry
   template <std::size_t N>
-  constexpr dim_spec(char const (&s)[N]) : count(1) {  // NOLINT: "x" is a spec entry
-    axes[0] = axis_name(s);
+  constexpr dim_spec(char const (&s)[N]) {  // NOLINT: "x" is a spec entry
+    push(axis_name(s));
   }
-  constexpr dim_spec(axis_name n) : count(1) { axes[0] = n; }  // NOLINT
-  constexpr bool is_none() const { return count == 0; }
+  constexpr dim_spec(axis_name n) { push(n); }  // NOLINT
+  /// How many mesh axes the entry names (0 for None).
+  constexpr std::size_t count() const {
+    if (text[0] == '\0') return 0;
+    std::size_t k = 1;
+    for (std::size_t i = 0; i < capacity && text[i] != '\0'; ++i) k += text[i] == ',';
+    return k;
+  }
+  /// The i-th axis, major to minor.
+  constexpr axis_name axis(std::size_t i) const {
+    axis_name n;
+    std::size_t p = 0;
+    for (; i > 0 && p < capacity && text[p] != '\0'; ++p) i -= text[p] == ',';
+    for (std::size_t k = 0; p < capacity && text[p] != '\0' && text[p] != ','; ++p) n.chars[k++] = text[p];
+    return n;
+  }
+  /// Appends an axis (the next, more minor one).
+  constexpr void push(axis_name const& n) {
+    std::size_t p = 0;
+    while (p < capacity && text[p] != '\0') ++p;
+    if (p != 0) text[p++] = ',';
+    for (char c : n.view()) {
+      if (c == ',') throw "tessera: a mesh axis name used in a PartitionSpec may not contain ','";
+      text[p++] = c;
+    }
+  }
+  constexpr bool is_none() const { return text[0] == '\0'; }
   constexpr bool uses(axis_name const& n) const {
-    for (std::size_t i = 0; i < count; ++i)
-      if (axes[i] == n) return true;
+    for (std::size_t i = 0; i < count(); ++i)
+      if (axis(i) == n) return true;
     return false;
   }
   friend constexpr bool operator==(dim_spec const& a, dim_spec const& b) {
-    if (a.count != b.count) return false;
-    for (std::size_t i = 0; i < a.count; ++i)
-      if (!(a.axes[i] == b.axes[i])) return false;
+    for (std::size_t i = 0; i < capacity; ++i)
+      if (a.text[i] != b.text[i]) return false;
     return true;
   }
 };
@@ -49,7 +76,7 @@ inline constexpr dim_spec axes = [] {
   static_assert(sizeof...(Names) >= 1 && sizeof...(Names) <= dim_spec::max_axes,
                 "tessera: axes<...> takes between 1 and 4 mesh axis names");
   dim_spec d;
-  ((d.axes[d.count++] = Names), ...);
+  (d.push(Names), ...);
   return d;
 }();
 
@@ -57,10 +84,10 @@ namespace detail {
 template <std::size_t K>
 constexpr bool spec_has_repeated_axis(std::array<dim_spec, K> const& dims) {
   for (std::size_t i = 0; i < K; ++i)
-    for (std::size_t a = 0; a < dims[i].count; ++a)
+    for (std::size_t a = 0; a < dims[i].count(); ++a)
       for (std::size_t j = i; j < K; ++j)
-        for (std::size_t b = (j == i ? a + 1 : 0); b < dims[j].count; ++b)
-          if (dims[i].axes[a] == dims[j].axes[b]) return true;
+        for (std::size_t b = (j == i ? a + 1 : 0); b < dims[j].count(); ++b)
+          if (dims[i].axis(a) == dims[j].axis(b)) return true;
   return false;
 }
 }  // namespace detail
@@ -89,11 +116,11 @@ struct P {
       os << (i ? ", " : "");
       if (d.is_none()) {
         os << "None";
-      } else if (d.count == 1) {
-        os << '\'' << d.axes[0].view() << '\'';
+      } else if (d.count() == 1) {
+        os << '\'' << d.axis(0).view() << '\'';
       } else {
         os << '(';
-        for (std::size_t a = 0; a < d.count; ++a) os << (a ? ", " : "") << '\'' << d.axes[a].view() << '\'';
+        for (std::size_t a = 0; a < d.count(); ++a) os << (a ? ", " : "") << '\'' << d.axis(a).view() << '\'';
         os << ')';
       }
     }

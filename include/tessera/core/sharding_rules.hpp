@@ -37,9 +37,9 @@ struct combine_result {
 /// Whether any axis of `d` is Explicit in `axes`.
 template <std::size_t M>
 constexpr bool has_explicit_axis(dim_spec const& d, std::array<mesh_axis, M> const& axes) {
-  for (std::size_t i = 0; i < d.count; ++i)
+  for (std::size_t i = 0; i < d.count(); ++i)
     for (auto const& a : axes)
-      if (a.name == d.axes[i] && a.type == axis_type::explicit_) return true;
+      if (a.name == d.axis(i) && a.type == axis_type::explicit_) return true;
   return false;
 }
 
@@ -81,8 +81,8 @@ constexpr auto combine_elementwise(std::array<dim_spec, RA> const& a, std::array
   for (std::size_t d = 0; d < R; ++d)
     for (std::size_t e = 0; e < R; ++e) {
       if (d == e) continue;
-      for (std::size_t i = 0; i < r.dims[d].count; ++i)
-        if (r.dims[e].uses(r.dims[d].axes[i])) {
+      for (std::size_t i = 0; i < r.dims[d].count(); ++i)
+        if (r.dims[e].uses(r.dims[d].axis(i))) {
           // Which operand brought the entry of dimension e?
           dim_spec const xe = aligned(a, R, e), ye = aligned(b, R, e);
           bool const e_from_loser = left_wins ? !(xe == r.dims[e]) : !(ye == r.dims[e]);
@@ -208,15 +208,15 @@ constexpr auto contract_rule(std::array<dim_spec, RA> const& a, std::array<dim_s
     // An axis used twice: by two result dimensions, or by a result dimension and the partial sum.
     for (std::size_t i = 0; i < R && !changed; ++i)
       for (std::size_t j = 0; j < R && !changed; ++j)
-        for (std::size_t k = 0; i != j && k < dims[i].count && !changed; ++k)
-          if (dims[j].uses(dims[i].axes[k]) && from_b[j]) {
+        for (std::size_t k = 0; i != j && k < dims[i].count() && !changed; ++k)
+          if (dims[j].uses(dims[i].axis(k)) && from_b[j]) {
             note(contract_error::repeated_axis, j, dims[i], dims[j]);
             r.b[b_dim[j]] = dim_spec{};
             changed = true;
           }
     for (std::size_t j = 0; j < R && !changed; ++j)
-      for (std::size_t k = 0; k < u.count && !changed; ++k)
-        if (dims[j].uses(u.axes[k])) {
+      for (std::size_t k = 0; k < u.count() && !changed; ++k)
+        if (dims[j].uses(u.axis(k))) {
           if (ka.is_none() != kb.is_none()) {
             // Sharded on one side only, the contracting dimension gives way to the result
             // dimension (it is gathered), as in JAX's dot_general rule, which shards the result

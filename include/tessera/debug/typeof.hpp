@@ -15,9 +15,9 @@ inline std::string dim_with_axes(std::size_t n, dim_spec const& d) {
   std::string s = std::to_string(n);
   if (d.is_none()) return s;
   s += '@';
-  if (d.count == 1) return s += d.axes[0].view();
+  if (d.count() == 1) return s += d.axis(0).view();
   s += '(';
-  for (std::size_t a = 0; a < d.count; ++a) (s += (a ? "," : "")) += d.axes[a].view();
+  for (std::size_t a = 0; a < d.count(); ++a) (s += (a ? "," : "")) += d.axis(a).view();
   return s += ')';
 }
 }  // namespace detail

@@ -162,9 +162,9 @@ using first_mesh_t = typename first_mesh<E...>::type;
 /// A spec entry rebuilt the way P<"x"> builds one, so that equal entries are equal template
 /// arguments to GCC 12 whatever constant evaluation computed them (it crashes otherwise).
 constexpr dim_spec canonical(dim_spec const& d) {
-  if (d.count == 0) return dim_spec(none);
-  dim_spec c(d.axes[0]);
-  for (std::size_t i = 1; i < d.count; ++i) c.axes[c.count++] = d.axes[i];
+  if (d.count() == 0) return dim_spec(none);
+  dim_spec c(d.axis(0));
+  for (std::size_t i = 1; i < d.count(); ++i) c.push(d.axis(i));
   return c;
 }
 
@@ -285,8 +285,8 @@ constexpr bool fits(std::array<dim_spec, K> const& s, std::array<dim_spec, R> co
 template <class E>
 constexpr bool spec_uses_any(dim_spec const& u) {
   for (auto const& d : operand_traits<E>::spec)
-    for (std::size_t i = 0; i < u.count; ++i)
-      if (d.uses(u.axes[i])) return true;
+    for (std::size_t i = 0; i < u.count(); ++i)
+      if (d.uses(u.axis(i))) return true;
   return false;
 }
 

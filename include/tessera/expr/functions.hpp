@@ -77,15 +77,15 @@ auto make_elementwise(X... x) {
     return failed{};
   } else if constexpr (rule.error == combine_error::conflict && rule.explicit_error) {
     // The message is here, not in a class template, so clang prints one note fewer (issue 14).
-    static_assert(diagnostic::operands_shard_a_dimension_on_different_axes<Op, rule.dim, rule.left.axes[0],
-                                                                          rule.right.axes[0]>,
+    static_assert(diagnostic::operands_shard_a_dimension_on_different_axes<Op, rule.dim, rule.left.axis(0),
+                                                                          rule.right.axis(0)>,
                   "tessera: an element-wise operation's operands shard the same dimension on different mesh axes "
                   "(the operation, the result dimension and the axes of the left and right operands are the "
                   "arguments of 'operands_shard_a_dimension_on_different_axes<op, dim, left, right>'); "
                   "reshard one of them: tessera::reshard(x, tessera::P<...>{})");
     return failed{};
   } else if constexpr (rule.error == combine_error::repeated_axis && rule.explicit_error) {
-    static_assert(diagnostic::result_would_use_a_mesh_axis_twice<Op, rule.dim, rule.right.axes[0]>,
+    static_assert(diagnostic::result_would_use_a_mesh_axis_twice<Op, rule.dim, rule.right.axis(0)>,
                   "tessera: an element-wise operation's result would shard two dimensions on the same mesh axis, "
                   "one from each operand (the operation, the dimension and the axis are the arguments of "
                   "'result_would_use_a_mesh_axis_twice<op, dim, axis>'); reshard one operand so the axis shards "

@@ -68,16 +68,16 @@ auto matmul(A&& a, B&& b) {
   } else {
     constexpr auto rule = detail::contract_rule(ta::spec, tb::spec, Mesh::axes);
     if constexpr (rule.explicit_error && rule.error == detail::contract_error::contracting_conflict) {
-      static_assert(diagnostic::matmul_contracting_dimension_sharded_on_different_axes<rule.left.axes[0],
-                                                                                        rule.right.axes[0], false>::value);
+      static_assert(diagnostic::matmul_contracting_dimension_sharded_on_different_axes<rule.left.axis(0),
+                                                                                        rule.right.axis(0), false>::value);
       return failed{};
     } else if constexpr (rule.explicit_error && rule.error == detail::contract_error::batch_conflict) {
-      static_assert(diagnostic::matmul_batch_dimension_sharded_on_different_axes<rule.dim, rule.left.axes[0],
-                                                                                  rule.right.axes[0], false>::value);
+      static_assert(diagnostic::matmul_batch_dimension_sharded_on_different_axes<rule.dim, rule.left.axis(0),
+                                                                                  rule.right.axis(0), false>::value);
       return failed{};
     } else if constexpr (rule.explicit_error && rule.error == detail::contract_error::repeated_axis) {
       static_assert(
-          diagnostic::matmul_result_would_use_a_mesh_axis_twice<rule.dim, rule.right.axes[0], false>::value);
+          diagnostic::matmul_result_would_use_a_mesh_axis_twice<rule.dim, rule.right.axis(0), false>::value);
       return failed{};
     } else {
       auto xa = detail::move_to<rule.a>(detail::as_type<T>(detail::store(std::forward<A>(a))));

@@ -138,7 +138,7 @@ class reduction : public expression_tag {
     dim_spec d;
     for (auto const& a : mesh_type::axes)
       for (std::size_t k : axes)
-        if (in::spec[k].uses(a.name)) d.axes[d.count++] = a.name;
+        if (in::spec[k].uses(a.name)) d.push(a.name);
     return d;
   }());
   static constexpr bool linear = std::is_same_v<Op, op::sum> || std::is_same_v<Op, op::mean>;
@@ -219,7 +219,7 @@ class reduction : public expression_tag {
     auto const shape = this->shape();
     auto const m = detail::plan_mesh_of(mesh());
     collective_event e{"all-reduce", {}, sizeof(value_type) * detail::largest_block(shape, spec, m)};
-    for (std::size_t a = 0; a < reduced_axes.count; ++a) e.axes.emplace_back(reduced_axes.axes[a].view());
+    for (std::size_t a = 0; a < reduced_axes.count(); ++a) e.axes.emplace_back(reduced_axes.axis(a).view());
     return e;
   }
 
@@ -237,7 +237,7 @@ class reduction : public expression_tag {
     std::vector<std::size_t> red_axes;
     if (all_reduce)
       for (std::size_t k : axes)
-        for (std::size_t a = 0; a < in::spec[k].count; ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axes[a]));
+        for (std::size_t a = 0; a < in::spec[k].count(); ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axis(a)));
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];

@@ -27,6 +27,7 @@
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/tuple_traits.hpp"
 #include "tessera/core/varying_axes.hpp"
+#include "tessera/expr/expression.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
@@ -146,7 +147,7 @@ template <class Spec>
 constexpr axis_set spec_axes() {
   axis_set s;
   for (auto const& d : Spec::dims)
-    for (std::size_t a = 0; a < d.count; ++a) s.add(d.axes[a]);
+    for (std::size_t a = 0; a < d.count(); ++a) s.add(d.axis(a));
   return s;
 }
 
