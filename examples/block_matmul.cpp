@@ -44,7 +44,7 @@ xt::xtensor<float, 2> dot(A const& a, B const& b) {
 xt::xtensor<float, 2> test_matrix(std::size_t rows, std::size_t cols, int salt) {
   xt::xtensor<float, 2> m = xt::zeros<float>({rows, cols});
   for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c) m(r, c) = static_cast<float>(static_cast<int>((r * 7 + c * 3 + salt) % 11) - 5);
+    for (std::size_t c = 0; c < cols; ++c) m(r, c) = static_cast<float>(static_cast<int>((r * 7 + c * 3 + static_cast<std::size_t>(salt)) % 11) - 5);
   return m;
 }
 

@@ -490,7 +490,7 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
     if (is_dst[static_cast<std::size_t>(d)]++)
       throw std::invalid_argument("tessera::ppermute: destination " + std::to_string(d) + " appears twice in perm");
     if (static_cast<std::size_t>(d) == c.g.rank) source = s;
-    h = (h ^ (static_cast<std::uint64_t>(s) << 20 | static_cast<std::uint64_t>(d))) * 1099511628211ull;
+    h = (h ^ (static_cast<std::uint64_t>(s) << 20 | static_cast<std::uint64_t>(d))) * std::uint64_t{1099511628211ull};
   }
   c.sig.count = in.count();
   c.sig.dtype = detail::dtype_code<T>();

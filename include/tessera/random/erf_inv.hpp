@@ -74,7 +74,7 @@ inline float erf_inv(float x) {
   bool const lt = w < 5.0f;
   w = lt ? w - 2.5f : std::sqrt(w) - 3.0f;
   float p = lt ? small[0] : large[0];
-  for (int i = 1; i < 9; ++i) p = std::fma(p, w, lt ? small[i] : large[i]);
+  for (std::size_t i = 1; i < 9; ++i) p = std::fma(p, w, lt ? small[i] : large[i]);
   return std::fabs(x) == 1.0f ? x * std::numeric_limits<float>::infinity() : p * x;
 }
 

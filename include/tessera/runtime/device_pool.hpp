@@ -145,21 +145,21 @@ class device_pool {
     for (int d : devices) {
       // A device listed twice would be woken once and counted twice: the wait would never end.
       // The `active` flags find it without an allocation on the dispatch path.
-      if (slots_[d].active) {
-        for (int e : devices) slots_[e].active = false;
+      if (slot_of(d).active) {
+        for (int e : devices) slot_of(e).active = false;
         throw std::invalid_argument("tessera: device id " + std::to_string(d) +
                                     " is listed twice in one dispatch; each device runs the task once");
       }
-      slots_[d].error = nullptr;
-      slots_[d].active = true;
+      slot_of(d).error = nullptr;
+      slot_of(d).active = true;
     }
     for (int d : devices) wake(d);
     done_.wait_for_change(done_before, caller_spin_);
     std::vector<device_error::failure> failures;
     for (int d = 0; d < n_; ++d) {
-      if (!slots_[d].active) continue;
-      slots_[d].active = false;
-      if (slots_[d].error) failures.emplace_back(d, std::exchange(slots_[d].error, nullptr));
+      if (!slot_of(d).active) continue;
+      slot_of(d).active = false;
+      if (slot_of(d).error) failures.emplace_back(d, std::exchange(slot_of(d).error, nullptr));
     }
     if (!failures.empty()) throw device_error(std::move(failures));
   }
@@ -179,7 +179,10 @@ class device_pool {
     std::exception_ptr error;
   };
 
-  void wake(int d) { slots_[d].go.bump(); }
+  /// The slot of device d (a device id is an int, as in JAX; the array index is unsigned).
+  slot& slot_of(int d) { return slots_[static_cast<std::size_t>(d)]; }
+
+  void wake(int d) { slot_of(d).go.bump(); }
 
   /// Takes the dispatch lock for run(). From a device thread of another pool, the wait is
   /// recorded while it lasts, and refused at once when the pool dispatching here is itself
@@ -260,12 +263,12 @@ class device_pool {
     this_device_thread = {this, d};
     std::uint32_t seen = 0;
     for (;;) {
-      seen = slots_[d].go.wait_for_change(seen, worker_spin_);
+      seen = slot_of(d).go.wait_for_change(seen, worker_spin_);
       if (stopping_.load(std::memory_order_acquire)) return;
       try {
         task_fn_(task_ctx_, d);
       } catch (...) {
-        slots_[d].error = std::current_exception();
+        slot_of(d).error = std::current_exception();
       }
       if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         done_.bump();
