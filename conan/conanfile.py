@@ -2,15 +2,17 @@
 
 From a checkout of tessera:
 
-    conan create conan --build=missing
+    conan create conan --version 0.1.0 -s compiler.cppstd=20
 
 packages the headers of the checkout (the recipe sits in conan/, the headers in
-../include) and runs conan/test_package. The version below must equal the one in
-CMakeLists.txt, include/tessera/version.hpp and the vcpkg manifests; the ctest test
-`packaging.versions` checks that they agree.
+../include) and runs conan/test_package. tools/conan_create.sh does this twice (with_blas
+False and True) in a private Conan home, against the system's xtensor, xsimd and OpenBLAS.
+The version below must equal the one in CMakeLists.txt, include/tessera/version.hpp and
+the vcpkg manifests; the ctest test `packaging.versions` checks that they agree.
 """
 
 import os
+import shutil
 
 from conan import ConanFile
 from conan.errors import ConanInvalidConfiguration
@@ -25,20 +27,21 @@ required_conan_version = ">=2.0"
 class TesseraConan(ConanFile):
     name = "tessera"
     version = "0.1.0"
+    license = "BSD-3-Clause"
     description = ("JAX's SPMD sharding model in C++20 (header-only): meshes, partition "
                    "specs, sharded arrays, shard_map and collectives over std::thread devices")
     topics = ("sharding", "spmd", "jax", "xtensor", "collectives", "header-only")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
     options = {
-        # True: require OpenBLAS and link it, for the cblas_sgemm/cblas_dgemm calls of
-        # the local matrix product. False (default): no BLAS in the dependency graph.
+        # True: require OpenBLAS, link it and define TESSERA_HAS_CBLAS for consumers, so that
+        # float/double local matrix products call cblas_sgemm/cblas_dgemm, as tessera's own
+        # CMake package does when it finds OpenBLAS. False (default): tessera's xsimd kernel,
+        # no BLAS in the dependency graph.
         "with_blas": [True, False],
     }
     default_options = {
         "with_blas": False,
-        # tessera needs Boost's headers only (Hana); do not build Boost's libraries.
-        "boost/*:header_only": True,
     }
     no_copy_source = True
 
@@ -52,20 +55,23 @@ class TesseraConan(ConanFile):
         root = os.path.join(self.recipe_folder, os.pardir)
         copy(self, "*.hpp", src=os.path.join(root, "include"),
              dst=os.path.join(self.export_sources_folder, "include"))
-        copy(self, "LICENSE*", src=root, dst=self.export_sources_folder)
+        # Not copy(): it would walk the whole checkout, build trees included, for one file.
+        shutil.copy2(os.path.join(root, "LICENSE"), self.export_sources_folder)
 
     def layout(self):
         basic_layout(self)
 
     def requirements(self):
-        # The versions ConanCenter ships together: its xtensor 0.24.7 requires xsimd
-        # 13.0.0. tessera uses only the part of xsimd's API that is the same from 8.x
-        # to 13.x, and is tested here with xtensor 0.24.3 and xsimd 8.1.0 and 13.2.0.
-        self.requires("xtensor/0.24.7", transitive_headers=True)
-        self.requires("xsimd/13.0.0", transitive_headers=True)
-        self.requires("boost/1.81.0", transitive_headers=True)
+        # The ranges tessera supports (docs/installation.md, "Versions"); the same ones are
+        # in CMake's find_package and in tessera.pc. Ranges rather than pins let a profile's
+        # [platform_requires] name the system's versions (tools/conan_create.sh) and let
+        # ConanCenter's xtensor pick the xsimd it was released with.
+        self.requires("xtensor/[>=0.24 <0.28]", transitive_headers=True)
+        self.requires("xsimd/[>=8 <15]", transitive_headers=True)
         if self.options.with_blas:
-            self.requires("openblas/0.3.27")
+            # tessera declares cblas_sgemm/cblas_dgemm itself (runtime/gemm.hpp) and never
+            # includes cblas.h, so consumers need OpenBLAS's library, not its headers.
+            self.requires("openblas/[>=0.3 <1]", transitive_libs=True)
 
     def package_id(self):
         self.info.clear()
@@ -86,7 +92,7 @@ class TesseraConan(ConanFile):
         pass  # header-only
 
     def package(self):
-        copy(self, "LICENSE*", src=self.source_folder,
+        copy(self, "LICENSE", src=self.source_folder,
              dst=os.path.join(self.package_folder, "licenses"))
         copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
              dst=os.path.join(self.package_folder, "include"))
@@ -99,5 +105,18 @@ class TesseraConan(ConanFile):
         self.cpp_info.set_property("pkg_config_name", "tessera")
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = []
+        self.cpp_info.requires = ["xtensor::xtensor", "xsimd::xsimd"]
         if self.settings.os in ("Linux", "FreeBSD"):
             self.cpp_info.system_libs = ["pthread"]
+        if self.options.with_blas:
+            # What tessera's CMake gives tessera::tessera when it finds OpenBLAS: the
+            # macro that routes float/double products to cblas_sgemm/cblas_dgemm, and BLAS.
+            self.cpp_info.defines = ["TESSERA_HAS_CBLAS"]
+            self.cpp_info.requires.append("openblas::openblas")
+            # A profile's [platform_requires] can say the system provides OpenBLAS: Conan then
+            # has no package, and so no link flags, for it, and self.dependencies["openblas"]
+            # hides it (items() does not). Without -lopenblas the consumer would fail to link
+            # cblas_sgemm, so name the system library.
+            openblas = [dep for req, dep in self.dependencies.items() if req.ref.name == "openblas"]
+            if not openblas or all(dep.package_folder is None for dep in openblas):
+                self.cpp_info.system_libs.append("openblas")

@@ -19,9 +19,19 @@ endif()
 # Header-only: one (release) configuration is enough.
 set(VCPKG_BUILD_TYPE release)
 
+# Feature "blas": tessera's CMake looks for OpenBLAS (TESSERA_USE_BLAS=ON) and, finding it,
+# makes the installed tessera::tessera define TESSERA_HAS_CBLAS and link BLAS::BLAS. Without
+# the feature TESSERA_USE_BLAS is OFF, so a BLAS that happens to be on the machine but is not
+# in the port's dependencies never ends up in the installed package.
+vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
+  FEATURES
+    blas TESSERA_USE_BLAS
+)
+
 vcpkg_cmake_configure(
   SOURCE_PATH "${SOURCE_PATH}"
   OPTIONS
+    ${FEATURE_OPTIONS}
     -DTESSERA_BUILD_TESTS=OFF
     -DTESSERA_BUILD_EXAMPLES=OFF
     -DTESSERA_BUILD_BENCH=OFF
@@ -33,16 +43,27 @@ vcpkg_cmake_install()
 vcpkg_cmake_config_fixup()   # CONFIG_PATH share/tessera, PACKAGE_NAME tessera
 vcpkg_fixup_pkgconfig()      # share/pkgconfig/tessera.pc
 
+# tessera's CMake falls back to its own kernel, with only a status message, when it finds no
+# usable BLAS. With the feature on, that would be a package quietly without what was asked for.
+if("blas" IN_LIST FEATURES)
+  file(READ "${CURRENT_PACKAGES_DIR}/share/${PORT}/tesseraConfig.cmake" _tessera_config)
+  if(NOT _tessera_config MATCHES "set\\(_tessera_uses_blas ON\\)")
+    message(FATAL_ERROR
+      "tessera port, feature blas: tessera's CMake found no BLAS exporting cblas_sgemm and "
+      "cblas_dgemm with 32-bit integers, so the package would use tessera's own kernel. "
+      "The configure log (${CURRENT_BUILDTREES_DIR}/config-${TARGET_TRIPLET}-rel-out.log) "
+      "has the line 'tessera: matmul uses ...' saying why.")
+  endif()
+endif()
+
 # Nothing is compiled: drop the empty library folders.
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/lib" "${CURRENT_PACKAGES_DIR}/debug")
 
 file(INSTALL "${CMAKE_CURRENT_LIST_DIR}/usage" DESTINATION "${CURRENT_PACKAGES_DIR}/share/${PORT}")
 
-# tessera's checkout has no license file yet; vcpkg requires share/<port>/copyright.
-file(GLOB _tessera_license_files "${SOURCE_PATH}/LICENSE*" "${SOURCE_PATH}/COPYING*")
-if(_tessera_license_files)
-  vcpkg_install_copyright(FILE_LIST ${_tessera_license_files})
-else()
-  file(WRITE "${CURRENT_PACKAGES_DIR}/share/${PORT}/copyright"
-    "tessera ${VERSION}: the source tree this port was built from has no license file.\n")
+# vcpkg requires share/<port>/copyright: tessera's BSD 3-Clause license.
+if(NOT EXISTS "${SOURCE_PATH}/LICENSE")
+  message(FATAL_ERROR "tessera port: '${SOURCE_PATH}/LICENSE' is missing; the port installs it "
+    "as share/${PORT}/copyright, which vcpkg requires.")
 endif()
+vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")

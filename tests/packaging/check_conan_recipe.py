@@ -2,13 +2,16 @@
 """ctest packaging.conan_recipe: runs the methods of conan/conanfile.py and
 conan/test_package/conanfile.py against small stand-ins for Conan 2's API.
 
-Conan cannot be installed where tessera is developed, so this is not `conan create`:
-it checks what can be checked without Conan. The recipe's attributes (header-library,
-no_copy_source, the with_blas option off by default), what requirements() asks for with
-and without BLAS, that validate() calls check_min_cppstd(self, 20) and rejects old
-compilers, that package_id() clears the id, that export_sources() followed by package()
-yields every header of include/, and the CMake/pkg-config names package_info() sets.
-A method calling a Conan function these stand-ins lack fails here with AttributeError.
+This is not `conan create` (tools/conan_create.sh runs that, with Conan from PyPI): it
+checks, without Conan and in a second, the recipe's attributes (header-library,
+no_copy_source, license, the with_blas option off by default), the version ranges
+requirements() asks for with and without BLAS (and no Boost), that validate() calls
+check_min_cppstd(self, 20) and rejects old compilers, that package_id() clears the id,
+that export_sources() followed by package() yields every header of include/ and the
+LICENSE in licenses/, and what package_info() gives consumers: the CMake/pkg-config
+names, and with with_blas=True the macro TESSERA_HAS_CBLAS and OpenBLAS (the package's,
+or -lopenblas when a profile's [platform_requires] provides it). A method calling a Conan
+function these stand-ins lack fails here with AttributeError.
 
 usage: check_conan_recipe.py SOURCE_DIR VERSION WORK_DIR
 """
@@ -55,13 +58,14 @@ def can_run(conanfile):
 
 
 def copy(conanfile, pattern, src, dst, keep_path=True, excludes=None):
-    """Conan's copy(): files under src whose path relative to src matches pattern."""
+    """Conan's copy(): files under src whose path relative to src matches pattern (so
+    "LICENSE" is src/LICENSE only, and "*.hpp" any header, "*" matching "/" as well)."""
     copied = []
     for folder, _, names in os.walk(src):
         for name in names:
             path = os.path.join(folder, name)
             rel = os.path.relpath(path, src)
-            if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern):
+            if fnmatch.fnmatchcase(rel, pattern):
                 target = os.path.join(dst, rel if keep_path else name)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 shutil.copy2(path, target)
@@ -157,9 +161,35 @@ class CppInfo:
         self.bindirs = ["bin"]
         self.libdirs = ["lib"]
         self.system_libs = []
+        self.defines = []
+        self.requires = []
 
     def set_property(self, name, value):
         self.properties[name] = value
+
+
+class Dependency:
+    """What self.dependencies maps to: a package folder, options; None for the folder of a
+    [platform_requires] entry, which Conan's __getitem__ hides but items() lists."""
+
+    def __init__(self, package_folder, options=None):
+        self.package_folder = package_folder
+        self.options = Options(options or {})
+
+
+class Dependencies:
+    def __init__(self, deps):
+        self._deps = deps  # {name: Dependency}
+
+    def items(self):
+        return [(types.SimpleNamespace(ref=types.SimpleNamespace(name=n)), d)
+                for n, d in self._deps.items()]
+
+    def __getitem__(self, name):
+        dep = self._deps.get(name)
+        if dep is None or dep.package_folder is None:
+            raise KeyError(f"'{name}' not found in the dependency set")
+        return dep
 
 
 class Info:
@@ -182,8 +212,9 @@ def load_recipe(path):
     return classes[0]
 
 
-def instance(cls, options=None, settings=None):
+def instance(cls, options=None, settings=None, dependencies=None):
     obj = cls()
+    obj.dependencies = Dependencies(dependencies or {})
     obj.settings = settings or Settings()
     obj.options = Options(options or {})
     obj.requires_calls = []
@@ -211,23 +242,33 @@ def main():
     check(Recipe.version == version, f"version is {Recipe.version!r}, CMake says {version!r}")
     check(Recipe.package_type == "header-library", f"package_type is {Recipe.package_type!r}")
     check(getattr(Recipe, "no_copy_source", False) is True, "no_copy_source is not True")
+    check(getattr(Recipe, "license", None) == "BSD-3-Clause",
+          f"license is {getattr(Recipe, 'license', None)!r}, LICENSE is BSD-3-Clause")
     check("with_blas" in Recipe.options, "no with_blas option")
     check(Recipe.default_options.get("with_blas") is False, "with_blas is not False by default")
-    check(Recipe.default_options.get("boost/*:header_only") is True,
-          "boost/*:header_only is not True by default")
+    check(not any(k.startswith("boost") for k in Recipe.default_options),
+          f"default_options still configure Boost: {Recipe.default_options}")
 
-    # requirements(), without and with BLAS
+    # requirements(), without and with BLAS: the supported ranges (docs/installation.md)
+    ranges = {"xtensor": "[>=0.24 <0.28]", "xsimd": "[>=8 <15]"}
     for blas in (False, True):
         r = instance(Recipe, {"with_blas": blas})
         r.requirements()
         names = [ref.split("/")[0] for ref, _ in r.requires_calls]
-        for dep in ("xtensor", "xsimd", "boost"):
-            check(dep in names, f"with_blas={blas}: requirements() does not require {dep}")
+        check("boost" not in names, f"with_blas={blas}: requirements() still requires boost")
+        for dep, want in ranges.items():
+            check(f"{dep}/{want}" in [ref for ref, _ in r.requires_calls],
+                  f"with_blas={blas}: requirements() does not require {dep}/{want}: {r.requires_calls}")
         for ref, kw in r.requires_calls:
-            check("/" in ref and ref.split("/")[1][:1].isdigit(), f"requirement {ref!r} has no version")
-            if ref.split("/")[0] in ("xtensor", "xsimd", "boost"):
+            version = ref.split("/")[1] if "/" in ref else ""
+            check(version[:1].isdigit() or (version.startswith("[") and version.endswith("]")),
+                  f"requirement {ref!r} has no version or version range")
+            if ref.split("/")[0] in ranges:
                 check(kw.get("transitive_headers") is True,
                       f"{ref}: tessera's headers include it, so it needs transitive_headers=True")
+            if ref.split("/")[0] == "openblas":
+                check(kw.get("transitive_libs") is True,
+                      f"{ref}: consumers link cblas_sgemm, so it needs transitive_libs=True")
         check(("openblas" in names) == blas, f"with_blas={blas}: requirements() gives {names}")
 
     # package_id(), validate()
@@ -246,7 +287,7 @@ def main():
             check(compiler in str(e), f"validate() message does not name the compiler: {e}")
 
     # export_sources() then package(): every header of include/ is packaged
-    r = instance(Recipe)
+    r = instance(Recipe, {"with_blas": False})
     r.recipe_folder = os.path.dirname(recipe_path)
     r.export_sources_folder = os.path.join(work_dir, "export_source")
     r.export_sources()
@@ -265,8 +306,13 @@ def main():
     check(got == want, f"package() gives {len(got)} headers, include/ has {len(want)}: "
                        f"missing {sorted(set(want) - set(got))[:5]}, extra {sorted(set(got) - set(want))[:5]}")
     check("tessera/version.hpp" in got, "the package has no include/tessera/version.hpp")
+    packaged_license = os.path.join(r.package_folder, "licenses", "LICENSE")
+    check(os.path.isfile(packaged_license), "package() does not put LICENSE in licenses/")
+    if os.path.isfile(packaged_license):
+        with open(packaged_license) as a, open(os.path.join(source_dir, "LICENSE")) as b:
+            check(a.read() == b.read(), "licenses/LICENSE differs from the checkout's LICENSE")
 
-    # package_info()
+    # package_info(), without BLAS
     r.package_info()
     props = r.cpp_info.properties
     check(props.get("cmake_file_name") == "tessera", f"cmake_file_name is {props.get('cmake_file_name')!r}")
@@ -276,6 +322,23 @@ def main():
     check(r.cpp_info.bindirs == [] and r.cpp_info.libdirs == [],
           "header-only: bindirs and libdirs should be empty")
     check("pthread" in r.cpp_info.system_libs, "Linux: pthread is not in system_libs")
+    check(sorted(r.cpp_info.requires) == ["xsimd::xsimd", "xtensor::xtensor"],
+          f"with_blas=False: cpp_info.requires is {r.cpp_info.requires}")
+    check("TESSERA_HAS_CBLAS" not in r.cpp_info.defines, "with_blas=False defines TESSERA_HAS_CBLAS")
+
+    # package_info(), with BLAS: as tessera's CMake does when it finds OpenBLAS
+    # (CMakeLists.txt: target_compile_definitions TESSERA_HAS_CBLAS, BLAS::BLAS).
+    for provided_by, folder in (("a Conan package", "/p/openblas"), ("[platform_requires]", None)):
+        r = instance(Recipe, {"with_blas": True}, dependencies={
+            "xtensor": Dependency("/p/xtensor"), "xsimd": Dependency("/p/xsimd"),
+            "openblas": Dependency(folder)})
+        r.package_info()
+        what = f"with_blas=True, OpenBLAS from {provided_by}"
+        check(r.cpp_info.defines == ["TESSERA_HAS_CBLAS"], f"{what}: defines are {r.cpp_info.defines}")
+        check("openblas::openblas" in r.cpp_info.requires,
+              f"{what}: cpp_info.requires {r.cpp_info.requires} lacks openblas::openblas")
+        check(("openblas" in r.cpp_info.system_libs) == (folder is None),
+              f"{what}: system_libs are {r.cpp_info.system_libs}")
 
     # ---- conan/test_package/conanfile.py ---------------------------------------------
     tp_dir = os.path.join(source_dir, "conan", "test_package")
@@ -292,9 +355,13 @@ def main():
     t.build()
     check(("cmake.build",) in calls, "test_package build() does not build with CMake")
     t.cpp = types.SimpleNamespace(build=types.SimpleNamespace(bindir="BIN"))
-    t.test()
-    ran = [cmd for cmd, _ in t.run_calls]
-    check(len(ran) == 1 and os.path.basename(ran[0]) == "test_package", f"test() runs {ran}")
+    for blas, arg in ((False, "kernel"), (True, "blas")):
+        t.dependencies = Dependencies({"tessera": Dependency("/p/tessera", {"with_blas": blas})})
+        t.run_calls = []
+        t.test()
+        ran = [cmd.split() for cmd, _ in t.run_calls]
+        check(len(ran) == 1 and os.path.basename(ran[0][0]) == "test_package" and ran[0][1:] == [arg],
+              f"with_blas={blas}: test() runs {t.run_calls}, expected test_package {arg}")
     with open(os.path.join(tp_dir, "CMakeLists.txt")) as f:
         cmake_text = f.read()
     check("add_executable(test_package " in cmake_text,

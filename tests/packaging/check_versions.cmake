@@ -5,8 +5,9 @@
 #   conan/conanfile.py         version = "..."
 #   ports/tessera/vcpkg.json   "version"
 #   vcpkg.json                 "version"
-# It also checks that both vcpkg manifests and the Conan recipe name the same three
-# libraries (xtensor, xsimd, Boost/boost-hana).
+# It also checks that both vcpkg manifests and the Conan recipe name the same libraries,
+# xtensor and xsimd, and that the port and the recipe no longer ask for Boost: no tessera
+# header includes it (only bench/compile_times.sh's reference file does).
 #
 # Inputs (-D): TESSERA_SOURCE_DIR, TESSERA_VERSION.
 cmake_minimum_required(VERSION 3.21)
@@ -84,17 +85,25 @@ foreach(manifest IN ITEMS ports/tessera/vcpkg.json vcpkg.json)
     endforeach()
   endif()
   list(SORT ${id}_deps)
-  if(NOT "${${id}_deps}" STREQUAL "boost-hana;xsimd;xtensor")
-    problem("${manifest}: dependencies are '${${id}_deps}', expected boost-hana;xsimd;xtensor")
+  if(manifest STREQUAL "vcpkg.json" AND "${${id}_deps}" STREQUAL "boost-hana;xsimd;xtensor")
+    # The development manifest is edited separately from the port; until boost-hana goes
+    # from it too, say so rather than fail.
+    message(WARNING "vcpkg.json still depends on boost-hana, which no tessera header "
+      "includes; remove it as ports/tessera/vcpkg.json did.")
+  elseif(NOT "${${id}_deps}" STREQUAL "xsimd;xtensor")
+    problem("${manifest}: dependencies are '${${id}_deps}', expected xsimd;xtensor")
   endif()
 endforeach()
 
 file(READ "${TESSERA_SOURCE_DIR}/conan/conanfile.py" conan_text)
-foreach(dep IN ITEMS xtensor xsimd boost)
-  if(NOT conan_text MATCHES "self\\.requires\\(\"${dep}/[0-9][^\"]*\"")
-    problem("conan/conanfile.py: does not require ${dep}/<version>")
+foreach(dep IN ITEMS xtensor xsimd)
+  if(NOT conan_text MATCHES "self\\.requires\\(\"${dep}/(\\[[^]\"]+\\]|[0-9][^\"]*)\"")
+    problem("conan/conanfile.py: does not require ${dep}/<version> or ${dep}/[<range>]")
   endif()
 endforeach()
+if(conan_text MATCHES "self\\.requires\\(\"boost/")
+  problem("conan/conanfile.py: requires boost, which no tessera header includes")
+endif()
 
 set(places
   "include/tessera/version.hpp (MAJOR.MINOR.PATCH)" hpp_numbers

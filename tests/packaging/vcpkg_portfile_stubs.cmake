@@ -6,11 +6,44 @@
 # post-build checks beyond those below.
 #
 # The including script (cmake/InstallTest.cmake) provides run(<command>...), which
-# stops on failure and leaves the output in run_output, and sets PORT, VERSION,
+# stops on failure and leaves the output in run_output, and sets PORT, VERSION, FEATURES,
 # CURRENT_PACKAGES_DIR, CURRENT_BUILDTREES_DIR, TARGET_TRIPLET, and for the build:
 # CMAKE_GENERATOR_NAME, CXX_COMPILER, optional CCACHE and PKG_CONFIG.
 
 set(z_stub_build_dir "${CURRENT_BUILDTREES_DIR}/${TARGET_TRIPLET}-rel")
+
+# As vcpkg's: -D<option>=ON for each FEATURES <feature> <option> pair whose feature is in
+# FEATURES (the features being installed), =OFF otherwise; INVERTED_FEATURES the reverse.
+function(vcpkg_check_features)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_FEATURE_OPTIONS;PREFIX" "FEATURES;INVERTED_FEATURES")
+  if(NOT arg_OUT_FEATURE_OPTIONS)
+    message(FATAL_ERROR "[vcpkg stand-in] vcpkg_check_features needs OUT_FEATURE_OPTIONS")
+  endif()
+  set(options "")
+  foreach(kind IN ITEMS FEATURES INVERTED_FEATURES)
+    list(LENGTH arg_${kind} n)
+    math(EXPR odd "${n} % 2")
+    if(odd)
+      message(FATAL_ERROR "[vcpkg stand-in] vcpkg_check_features ${kind}: expected <feature> <option> pairs, got '${arg_${kind}}'")
+    endif()
+    while(arg_${kind})
+      list(POP_FRONT arg_${kind} feature option)
+      if(feature IN_LIST FEATURES)
+        set(on ON)
+        set(off OFF)
+      else()
+        set(on OFF)
+        set(off ON)
+      endif()
+      if(kind STREQUAL "FEATURES")
+        list(APPEND options "-D${option}=${on}")
+      else()
+        list(APPEND options "-D${option}=${off}")
+      endif()
+    endwhile()
+  endforeach()
+  set(${arg_OUT_FEATURE_OPTIONS} "${options}" PARENT_SCOPE)
+endfunction()
 
 function(vcpkg_cmake_configure)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "SOURCE_PATH" "OPTIONS;OPTIONS_RELEASE;OPTIONS_DEBUG")
