@@ -18,6 +18,10 @@ cd "$ROOT"
 COMPILERS=${COMPILERS:-"g++ clang++"}
 OPTS=${OPTS:-"-O0 -O2"}
 REPEAT=${REPEAT:-1}
+# The reference includes Boost.Hana, the point of comparison (tessera itself does not
+# need Boost): install it for this script.
+source "$ROOT/scripts/lib-deps.sh"
+tessera_ensure_packages libboost-dev >&2
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

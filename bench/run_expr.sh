@@ -23,6 +23,9 @@ build=${1:-build/bench-expr}
 reps=${REPS:-3}
 compile_reps=${COMPILE_REPS:-3}
 filter=${FILTER:-.}
+# The compile-time reference includes Boost.Hana (tessera itself does not need Boost).
+source "$root/scripts/lib-deps.sh"
+tessera_ensure_packages libboost-dev >&2
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF \
   -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_BENCH=ON >&2

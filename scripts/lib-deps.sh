@@ -3,7 +3,7 @@
 
 # Debian packages every tessera build needs (libopenblas-dev is optional to tessera itself:
 # without it, float/double matrix products use tessera's own kernel instead of OpenBLAS).
-TESSERA_BASE_PACKAGES=(cmake g++ make pkg-config xtensor-dev libxsimd-dev libboost-dev
+TESSERA_BASE_PACKAGES=(cmake g++ make pkg-config xtensor-dev libxsimd-dev
                        catch2 libbenchmark-dev ccache libopenblas-dev nlohmann-json3-dev)
 
 tessera_log() { printf '\n==> %s\n' "$*"; }

@@ -85,12 +85,7 @@ foreach(manifest IN ITEMS ports/tessera/vcpkg.json vcpkg.json)
     endforeach()
   endif()
   list(SORT ${id}_deps)
-  if(manifest STREQUAL "vcpkg.json" AND "${${id}_deps}" STREQUAL "boost-hana;xsimd;xtensor")
-    # The development manifest is edited separately from the port; until boost-hana goes
-    # from it too, say so rather than fail.
-    message(WARNING "vcpkg.json still depends on boost-hana, which no tessera header "
-      "includes; remove it as ports/tessera/vcpkg.json did.")
-  elseif(NOT "${${id}_deps}" STREQUAL "xsimd;xtensor")
+  if(NOT "${${id}_deps}" STREQUAL "xsimd;xtensor")
     problem("${manifest}: dependencies are '${${id}_deps}', expected xsimd;xtensor")
   endif()
 endforeach()
