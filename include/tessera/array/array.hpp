@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
+#include "tessera/detail/xtensor/xadapt.hpp"
 
 #include "tessera/array/shape.hpp"
 #include "tessera/array/block_copy.hpp"

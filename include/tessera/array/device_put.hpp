@@ -8,8 +8,8 @@
 #include <string>
 #include <type_traits>
 
-#include <xtensor/xexpression.hpp>
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xexpression.hpp"
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/placement.hpp"
 #include "tessera/array/reshard_events.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/placement.hpp"
 

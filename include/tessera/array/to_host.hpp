@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/array.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include <xtensor/xexpression.hpp>
+#include "tessera/detail/xtensor/xexpression.hpp"
 
 #include "tessera/array/array.hpp"
 

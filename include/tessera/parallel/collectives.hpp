@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xnoalias.hpp>
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xadapt.hpp"
+#include "tessera/detail/xtensor/xnoalias.hpp"
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/shape.hpp"
 #include "tessera/core/diagnostics.hpp"

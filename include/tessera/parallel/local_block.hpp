@@ -16,10 +16,10 @@
 #include <type_traits>
 #include <utility>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xbuffer_adaptor.hpp>
-#include <xtensor/xexpression.hpp>
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xadapt.hpp"
+#include "tessera/detail/xtensor/xbuffer_adaptor.hpp"
+#include "tessera/detail/xtensor/xexpression.hpp"
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/shape.hpp"
 #include "tessera/core/varying_axes.hpp"

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xnoalias.hpp>
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xadapt.hpp"
+#include "tessera/detail/xtensor/xnoalias.hpp"
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/device_put.hpp"

@@ -8,12 +8,12 @@
 #include <cstddef>
 #include <type_traits>
 
-#include <xtensor/xbroadcast.hpp>
-#include <xtensor/xdynamic_view.hpp>
-#include <xtensor/xexpression.hpp>
-#include <xtensor/xgenerator.hpp>
-#include <xtensor/xscalar.hpp>
-#include <xtensor/xstrided_view.hpp>
+#include "tessera/detail/xtensor/xbroadcast.hpp"
+#include "tessera/detail/xtensor/xdynamic_view.hpp"
+#include "tessera/detail/xtensor/xexpression.hpp"
+#include "tessera/detail/xtensor/xgenerator.hpp"
+#include "tessera/detail/xtensor/xscalar.hpp"
+#include "tessera/detail/xtensor/xstrided_view.hpp"
 
 #include "tessera/core/varying_axes.hpp"
 #include "tessera/parallel/local_block.hpp"

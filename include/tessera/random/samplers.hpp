@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <xtensor/xtensor.hpp>
+#include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
