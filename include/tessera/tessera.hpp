@@ -31,6 +31,7 @@
 #include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/simd.hpp"
 #include "tessera/runtime/team.hpp"
+#include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 #include "tessera/array/array.hpp"
@@ -64,6 +65,7 @@
 #include "tessera/parallel/vma_of.hpp"
 #include "tessera/debug/explain.hpp"
 #include "tessera/debug/typeof.hpp"
+#include "tessera/debug/trace_svg.hpp"
 #include "tessera/debug/visualize_array_sharding.hpp"
 
 #include "tessera/random.hpp"

@@ -124,7 +124,9 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
     src_pos_of[static_cast<std::size_t>(src_ids[p])] = static_cast<int>(p);
   }
   auto const shape = x.shape();
-  detail::record_collectives(detail::reshard_events<T, N>(shape, src, dim_spec{}, s));
+  auto const events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
+  detail::record_collectives(events);
+  detail::trace_as const label = detail::trace_collectives(events, "reshard");
   return detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
     int const d = s.device_ids()[pos];
     // The source position on this device, if any: its copy of a block is the cheapest to read.

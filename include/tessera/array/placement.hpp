@@ -8,10 +8,12 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/array/array.hpp"
 #include "tessera/runtime/runtime.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
 
@@ -73,10 +75,16 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
   st->buffers.resize(s.num_devices());
   auto const pos_of = positions_by_device(s, st->pool->size());
+  trace_label const label = tracing() ? this_trace_label : trace_label{};
   st->pool->run(std::span<int const>(s.device_ids()), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     auto const block = s.block(p, shape);
     device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
+    // A device_put from the host is a transfer; a reshard or a sum of partial results says what
+    // it is through trace_as; everything else that makes an array is evaluation.
+    trace_span span(label.category ? label.category : std::string_view(where) == "device_put" ? "transfer" : "evaluate",
+                    label.category ? label.name.c_str() : where, buf.size() * sizeof(T));
+    if (span.active() && !label.detail.empty()) span.detail(label.detail);
     if (FillEmpty || buf.size() != 0) fill(p, block, buf.data());
     st->buffers[p] = std::move(buf);
   });

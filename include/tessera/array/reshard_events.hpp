@@ -5,13 +5,16 @@
 // lists before they run.
 
 #include <cstddef>
+#include <sstream>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "tessera/array/shape.hpp"
 #include "tessera/core/communication_plan.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
 
@@ -41,6 +44,21 @@ std::vector<collective_event> reshard_events(shape_t<N> const& shape, S1 const& 
     (void)shape, (void)from, (void)unreduced, (void)to;
     return {};
   }
+}
+
+/// Labels the device spans of the array built next with the collectives that build it
+/// ("all-gather", "all-reduce + all-gather", ...), or as `fallback` when there are none.
+inline trace_as trace_collectives(std::vector<collective_event> const& events, char const* fallback) {
+  if (!tracing()) return trace_as("", "");
+  if (events.empty()) return trace_as("evaluate", fallback);
+  std::string name, detail;
+  for (auto const& e : events) {
+    name += (name.empty() ? "" : " + ") + e.kind;
+    std::ostringstream os;
+    os << e;
+    detail += (detail.empty() ? "" : "; ") + os.str();
+  }
+  return trace_as("collective", std::move(name), std::move(detail));
 }
 
 }  // namespace tessera::detail

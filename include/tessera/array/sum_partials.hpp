@@ -38,7 +38,9 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       return os.str();
     }());
   auto const shape = p.shape();
-  record_collectives(reshard_events<T, N>(shape, from, unreduced, to));
+  auto const events = reshard_events<T, N>(shape, from, unreduced, to);
+  record_collectives(events);
+  trace_as const label = trace_collectives(events, "sum of partial results");
   // Axes neither sharding the partial blocks nor summed over: a device reads the copies of its own row of them.
   std::vector<std::size_t> free_axes;
   for (std::size_t a = 0; a < Mesh::rank; ++a) {

@@ -8,6 +8,7 @@
 #include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/array.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera {
 
@@ -31,6 +32,8 @@ void to_host(array<T, N, S> const& x, xt::xtensor<T, N>& out) {
   x.pool()->run(std::span<int const>(writers), [&](int d) {
     std::size_t const p = pos_of[static_cast<std::size_t>(d)];
     auto const block = s.block(p, x.shape());
+    detail::trace_span span("transfer", "to_host",
+                            detail::element_count(detail::block_shape(block)) * sizeof(T));
     detail::copy_region(x.block_data(p), block, dst, whole, block);
   });
 }

@@ -21,6 +21,7 @@
 #include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/simd.hpp"
 #include "tessera/runtime/team.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
 
@@ -80,6 +81,8 @@ inline constexpr std::size_t all_reduce_split_bytes = 32 * 1024;
 template <class T>
 void all_reduce(team& t, std::size_t pos, group const& g, op_signature const& sig, T const* in, T* out,
                 std::size_t count, reduce_op op) {
+  trace_span span("collective", "all-reduce", count * sizeof(T));
+  if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
   std::size_t const k = g.size();
   constexpr std::size_t tile = std::max<std::size_t>(1, reduce_tile_bytes / sizeof(T));
@@ -108,6 +111,8 @@ void all_reduce(team& t, std::size_t pos, group const& g, op_signature const& si
 template <class T>
 void all_gather(team& t, std::size_t pos, group const& g, op_signature const& sig, T const* in, T* out,
                 std::size_t outer, std::size_t inner) {
+  trace_span span("collective", "all-gather", outer * inner * sizeof(T));
+  if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
   std::size_t const k = g.size();
   for (std::size_t j = 0; j < k; ++j) {
@@ -121,6 +126,8 @@ void all_gather(team& t, std::size_t pos, group const& g, op_signature const& si
 template <class T>
 void reduce_scatter(team& t, std::size_t pos, group const& g, op_signature const& sig, T const* in, T* out,
                     std::size_t outer, std::size_t chunk) {
+  trace_span span("collective", "reduce-scatter", outer * chunk * sizeof(T));
+  if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
   std::size_t const k = g.size();
   constexpr std::size_t tile = std::max<std::size_t>(1, reduce_tile_bytes / sizeof(T));
@@ -137,6 +144,13 @@ void reduce_scatter(team& t, std::size_t pos, group const& g, op_signature const
 template <class T>
 void all_to_all(team& t, std::size_t pos, group const& g, op_signature const& sig, T const* in, T* out,
                 std::span<std::size_t const> shape, std::size_t split, std::size_t concat) {
+  trace_span span("collective", "all-to-all");
+  if (span.active()) {
+    std::size_t n = sizeof(T);
+    for (std::size_t e : shape) n *= e;
+    span.bytes(n);
+    if (sig.describe) span.detail(sig.describe(sig));
+  }
   std::size_t const k = g.size();
   std::vector<std::size_t> piece(shape.begin(), shape.end());
   piece[split] /= k;
@@ -157,6 +171,8 @@ void all_to_all(team& t, std::size_t pos, group const& g, op_signature const& si
 template <class T>
 void permute(team& t, std::size_t pos, group const& g, op_signature const& sig, T const* in, T* out,
              std::size_t count, long source) {
+  trace_span span("collective", "ppermute", count * sizeof(T));
+  if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
   if (source < 0) {
     std::fill(out, out + count, T{});

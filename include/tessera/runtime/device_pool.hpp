@@ -21,6 +21,7 @@
 
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
+#include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 namespace tessera::detail {
@@ -135,6 +136,7 @@ class device_pool {
         throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
                                 std::to_string(n_) + " devices");
     if (devices.empty()) return;
+    trace_span span("dispatch", "dispatch");  // on the calling thread: from the wake-up to the last device done
     nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
     std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
@@ -261,11 +263,13 @@ class device_pool {
 
   void worker(int d) {
     this_device_thread = {this, d};
+    this_trace_track = {static_cast<int>(id_), d, 0};
     std::uint32_t seen = 0;
     for (;;) {
       seen = slot_of(d).go.wait_for_change(seen, worker_spin_);
       if (stopping_.load(std::memory_order_acquire)) return;
       try {
+        trace_span span("dispatch", "task");
         task_fn_(task_ctx_, d);
       } catch (...) {
         slot_of(d).error = std::current_exception();

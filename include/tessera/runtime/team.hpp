@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "tessera/runtime/device_error.hpp"
+#include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
 namespace tessera {
@@ -134,7 +135,10 @@ class team {
   /// not, collective_aborted if the run was aborted before every member arrived.
   void enter(std::size_t pos, group const& g, op_signature const& sig, void const* in, void* out) {
     std::uint32_t const phase = publish(pos, sig, in, out);
-    meet(pos, g.members);
+    {
+      trace_wait waiting;  // the time this device waits for the others, in its collective's span
+      meet(pos, g.members);
+    }
     for (std::size_t q : g.members)
       if (q != pos) check(pos, q, phase, sig);
   }
@@ -142,7 +146,10 @@ class team {
   /// enter() over the whole team (the end of a shard_map body).
   void enter(std::size_t pos, op_signature const& sig, void const* in, void* out) {
     std::uint32_t const phase = publish(pos, sig, in, out);
-    meet(pos, all_);
+    {
+      trace_wait waiting;
+      meet(pos, all_);
+    }
     for (std::size_t q = 0; q < n_; ++q)
       if (q != pos) check(pos, q, phase, sig);
   }
@@ -152,6 +159,7 @@ class team {
   /// its entry completed, so no peer ever touches the buffers of a device that has left.
   void leave(std::size_t pos, group const& g) {
     std::uint32_t const phase = arrive(pos, false);
+    trace_wait waiting;
     for (std::size_t q : g.members)
       if (q != pos) await(q, phase, false);
     // The collective completed, so the device goes on even if another failed meanwhile: it
