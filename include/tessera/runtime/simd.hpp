@@ -11,7 +11,15 @@
 #include <cstddef>
 #include <type_traits>
 
+#if defined(__has_include)
+#if !__has_include(<xsimd/xsimd.hpp>)
+#error "tessera: needs xsimd 8 to 14: <xsimd/xsimd.hpp> was not found (Debian: libxsimd-dev; or add xsimd's include directory)"
+#endif
+#endif
 #include <xsimd/xsimd.hpp>
+#if XSIMD_VERSION_MAJOR < 8
+#error "tessera: needs xsimd 8 to 14: an older xsimd was found first on the include path"
+#endif
 
 #include "tessera/runtime/wrapping.hpp"
 
