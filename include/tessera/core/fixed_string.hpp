@@ -22,7 +22,7 @@ struct axis_name {
     static_assert(N - 1 < capacity, "tessera: an axis name is limited to 31 characters");
     for (std::size_t i = 0; i + 1 < N; ++i) chars[i] = s[i];
   }
-  /// The name; it ends at the first '\0'.
+  /// The name: the characters before the first NUL.
   constexpr std::string_view view() const {
     std::size_t n = 0;
     while (n < capacity && chars[n] != '\0') ++n;
