@@ -41,21 +41,18 @@ function(tessera_configure_test_target)
 endfunction()
 
 # tessera_apply_strict_warnings(<target>...)
-#   What a user compiling with strict warnings sees from tessera's headers (issue 18):
-#   -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion, errors when TESSERA_STRICT_WERROR
-#   is ON (scripts/test turns it on, so both compilers' stages check the examples and every
-#   header with these flags).
+#   On top of tessera_apply_warnings: what a user compiling with strict warnings sees from
+#   tessera's headers (issue 18), -Wpedantic -Wconversion -Wsign-conversion, errors when
+#   TESSERA_STRICT_WERROR is ON (scripts/test turns it on, so both compilers' stages check the
+#   examples and every header with these flags).
 function(tessera_apply_strict_warnings)
-  if(NOT TESSERA_WARNINGS)
+  if(NOT TESSERA_WARNINGS OR NOT CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     return()
   endif()
   foreach(tgt IN LISTS ARGN)
-    if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-      target_compile_options(${tgt} PRIVATE -Wall -Wextra -Wpedantic -Wconversion -Wsign-conversion)
-      if(TESSERA_STRICT_WERROR OR TESSERA_WERROR)
-        target_compile_options(${tgt} PRIVATE -Werror)
-      endif()
+    target_compile_options(${tgt} PRIVATE -Wpedantic -Wconversion -Wsign-conversion)
+    if(TESSERA_STRICT_WERROR)
+      target_compile_options(${tgt} PRIVATE -Werror)
     endif()
   endforeach()
 endfunction()
-
