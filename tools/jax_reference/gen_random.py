@@ -23,7 +23,8 @@ from jax._src.random import threefry2x32 as prng  # noqa: E402
 assert jax.config.jax_threefry_partitionable, "JAX's default since 0.5: partitionable threefry"
 assert len(jax.devices()) == 8
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden", "random.json")
+OUT = os.path.join(os.environ.get("TESSERA_GOLDEN_OUT", os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden")),
+                   "random.json")
 MESH = jax.make_mesh((4, 2), ("a", "b"))
 
 
@@ -174,4 +175,4 @@ total = sum(len(v) for v in cases.values() if isinstance(v, list)) + 3
 with open(OUT, "w") as f:
     json.dump({"meta": meta, **cases}, f, separators=(",", ":"))
     f.write("\n")
-print(f"wrote {total} cases to {os.path.normpath(OUT)}", file=sys.stderr)
+print(f"wrote {total} cases to {os.path.normpath(OUT)}")
