@@ -106,17 +106,17 @@ TEST_CASE("PartitionSpec entries and lengths", "[core][partition_spec]") {
 }
 
 TEST_CASE("PartitionSpec prints exactly as JAX's repr", "[core][partition_spec][print]") {
-  CHECK(str(P<"x", "y">{}) == "PartitionSpec('x', 'y')");
-  CHECK(str(P<"x">{}) == "PartitionSpec('x',)");
-  CHECK(str(P<"x", none>{}) == "PartitionSpec('x', None)");
-  CHECK(str(P<none, "x">{}) == "PartitionSpec(None, 'x')");
-  CHECK(str(P<axes<"x", "y">>{}) == "PartitionSpec(('x', 'y'),)");
-  CHECK(str(P<none, axes<"y", "x">>{}) == "PartitionSpec(None, ('y', 'x'))");
-  CHECK(str(P<axes<"x", "y">, "z">{}) == "PartitionSpec(('x', 'y'), 'z')");
-  CHECK(str(P<>{}) == "PartitionSpec()");
-  CHECK(str(P<none>{}) == "PartitionSpec(None,)");
-  CHECK(str(P<"x", none, "z">{}) == "PartitionSpec('x', None, 'z')");
-  CHECK(str(P<"data">{}) == "PartitionSpec('data',)");
+  CHECK(str(P<"x", "y">{}) == "P('x', 'y')");
+  CHECK(str(P<"x">{}) == "P('x',)");
+  CHECK(str(P<"x", none>{}) == "P('x', None)");
+  CHECK(str(P<none, "x">{}) == "P(None, 'x')");
+  CHECK(str(P<axes<"x", "y">>{}) == "P(('x', 'y'),)");
+  CHECK(str(P<none, axes<"y", "x">>{}) == "P(None, ('y', 'x'))");
+  CHECK(str(P<axes<"x", "y">, "z">{}) == "P(('x', 'y'), 'z')");
+  CHECK(str(P<>{}) == "P()");
+  CHECK(str(P<none>{}) == "P(None,)");
+  CHECK(str(P<"x", none, "z">{}) == "P('x', None, 'z')");
+  CHECK(str(P<"data">{}) == "P('data',)");
 }
 
 TEST_CASE("same_layout ignores trailing Nones only", "[core][partition_spec]") {
@@ -212,19 +212,21 @@ TEST_CASE("mesh run-time answers", "[core][mesh]") {
 
 TEST_CASE("mesh prints exactly as JAX's repr", "[core][mesh][print]") {
   runtime rt{8};
-  CHECK(str(tessera::make_mesh<"x", "y">({2, 4})) == "Mesh('x': 2, 'y': 4)");
-  CHECK(str(tessera::make_mesh<"x">({8})) == "Mesh('x': 8)");
-  CHECK(str(tessera::make_mesh<"a", "b", "c">({2, 2, 2})) == "Mesh('a': 2, 'b': 2, 'c': 2)");
+  CHECK(str(tessera::make_mesh<"x", "y">({2, 4})) == "Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto))");
+  CHECK(str(tessera::make_mesh<"x">({8})) == "Mesh('x': 8, axis_types=(Auto,))");
+  CHECK(str(tessera::make_mesh<"a", "b", "c">({2, 2, 2})) ==
+        "Mesh('a': 2, 'b': 2, 'c': 2, axis_types=(Auto, Auto, Auto))");
   CHECK(str(tessera::make_mesh<"X", "Y">({2, 4}, tessera::explicit_axes)) ==
         "Mesh('X': 2, 'Y': 4, axis_types=(Explicit, Explicit))");
   CHECK(str(tessera::make_mesh<"X">({4}, tessera::explicit_axes)) == "Mesh('X': 4, axis_types=(Explicit,))");
   CHECK(str(tessera::make_mesh<"X", "Y">({2, 4}, tessera::manual_axes)) ==
         "Mesh('X': 2, 'Y': 4, axis_types=(Manual, Manual))");
-  CHECK(str(tessera::make_mesh<"X", "Y">({2, 4}, tessera::auto_axes)) == "Mesh('X': 2, 'Y': 4)");
+  CHECK(str(tessera::make_mesh<"X", "Y">({2, 4}, tessera::auto_axes)) ==
+        "Mesh('X': 2, 'Y': 4, axis_types=(Auto, Auto))");
   CHECK(str(tessera::make_mesh<"X", "y">(
             {2, 4}, tessera::axis_types<tessera::axis_type::explicit_, tessera::axis_type::auto_>{})) ==
         "Mesh('X': 2, 'y': 4, axis_types=(Explicit, Auto))");
-  CHECK(str(tessera::make_mesh<"x">({4}, std::vector<int>{3, 1, 2, 0})) == "Mesh('x': 4)");
+  CHECK(str(tessera::make_mesh<"x">({4}, std::vector<int>{3, 1, 2, 0})) == "Mesh('x': 4, axis_types=(Auto,))");
   CHECK(str(tessera::make_mesh<"X">({2}, std::vector<int>{1, 0}, tessera::explicit_axes)) ==
         "Mesh('X': 2, axis_types=(Explicit,))");
 }
@@ -301,18 +303,20 @@ TEST_CASE("mesh equality: sizes, device order and axis types", "[core][mesh]") {
 TEST_CASE("named_sharding prints exactly as JAX's repr", "[core][named_sharding][print]") {
   runtime rt{8};
   auto m = tessera::make_mesh<"x", "y">({2, 4});
-  CHECK(str(named_sharding(m, P<"x", "y">{})) == "NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec('x', 'y'))");
+  CHECK(str(named_sharding(m, P<"x", "y">{})) ==
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P('x', 'y'), memory_kind=device)");
   CHECK(str(named_sharding(m, P<"x", none>{})) ==
-        "NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec('x', None))");
-  CHECK(str(named_sharding(m, P<>{})) == "NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec())");
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P('x', None), memory_kind=device)");
+  CHECK(str(named_sharding(m, P<>{})) ==
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P(), memory_kind=device)");
   CHECK(str(named_sharding(m, P<axes<"x", "y">>{})) ==
-        "NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec(('x', 'y'),))");
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P(('x', 'y'),), memory_kind=device)");
   auto e = tessera::make_mesh<"X", "Y">({2, 4}, tessera::explicit_axes);
   CHECK(str(named_sharding(e, P<"X">{})) ==
-        "NamedSharding(mesh=Mesh('X': 2, 'Y': 4, axis_types=(Explicit, Explicit)), spec=PartitionSpec('X',))");
+        "NamedSharding(mesh=Mesh('X': 2, 'Y': 4, axis_types=(Explicit, Explicit)), spec=P('X',), memory_kind=device)");
   // The spec defaults from the type when only the mesh is given.
   CHECK(str(named_sharding<decltype(m), P<"y">>(m)) ==
-        "NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec('y',))");
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P('y',), memory_kind=device)");
 }
 
 TEST_CASE("named_sharding P('x','y') on a 2x4 mesh: blocks, shard shape, replica ids", "[core][named_sharding]") {

@@ -208,7 +208,7 @@ TEST_CASE("shard_map refuses results whose shapes overflow", "[overflow]") {
                                 tessera::in_specs(), tessera::out_specs(P<none, "X">{}));
     REQUIRE_THROWS_AS(f(), std::length_error);
     REQUIRE_THROWS_WITH(f(), Contains("tessera::shard_map: result 0 has blocks of shape (0, 4611686018427387904) and "
-                                      "out_specs[0] = PartitionSpec(None, 'X') makes dimension 1 of the global shape "
+                                      "out_specs[0] = P(None, 'X') makes dimension 1 of the global shape "
                                       "4611686018427387904 * 4, more than std::ptrdiff_t can count"));
   }
   SECTION("the global element count") {
@@ -216,7 +216,7 @@ TEST_CASE("shard_map refuses results whose shapes overflow", "[overflow]") {
                                 tessera::in_specs(), tessera::out_specs(P<"X">{}));
     REQUIRE_THROWS_AS(f(), std::length_error);
     REQUIRE_THROWS_WITH(f(), Contains("tessera::shard_map: result 0 has blocks of shape (2147483648, 2147483648, 0) "
-                                      "and out_specs[0] = PartitionSpec('X',) makes the global shape (8589934592, 2147483648, "
+                                      "and out_specs[0] = P('X',) makes the global shape (8589934592, 2147483648, "
                                       "0), which has more elements than std::ptrdiff_t can count"));
   }
   SECTION("a body's block itself") {

@@ -496,7 +496,7 @@ TEST_CASE("shard_map errors name the values", "[shard_map][errors]") {
     auto f = tessera::shard_map([](auto blk) { return xt::xtensor<float, 1>(blk); }, m, tessera::in_specs(P<"x">{}),
                                 tessera::out_specs(P<>{}), tessera::no_check_vma);
     REQUIRE_THROWS_WITH(f(xt::xtensor<float, 1>(xt::arange<float>(4.0f))),
-                        Contains("out_specs[0] = PartitionSpec() promises the result is the same") &&
+                        Contains("out_specs[0] = P() promises the result is the same") &&
                             Contains("differ along 'x'"));
     // A value that left the tessera types (a plain int from axis_index) escapes the compile-time
     // check: the input is replicated, so the untracked result counts as the same everywhere.

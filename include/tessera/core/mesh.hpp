@@ -139,17 +139,14 @@ class mesh {
     return false;  // different axes or axis types: never the same mesh
   }
 
-  /// JAX's repr: `Mesh('x': 2, 'y': 4)`; axis types are shown when any is not Auto.
+  /// str(mesh) as JAX prints it, also inside NamedSharding's repr:
+  /// `Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto))` (JAX shows the axis types always, since 0.5.3).
   friend std::ostream& operator<<(std::ostream& os, mesh const& m) {
     os << "Mesh(";
-    for (std::size_t i = 0; i < rank; ++i) os << (i ? ", " : "") << '\'' << axes[i].name.view() << "': " << m.sizes_[i];
-    bool all_auto = true;
-    for (auto const& a : axes) all_auto = all_auto && a.type == axis_type::auto_;
-    if (!all_auto) {
-      os << ", axis_types=(";
-      for (std::size_t i = 0; i < rank; ++i) os << (i ? ", " : "") << to_string(axes[i].type);
-      os << (rank == 1 ? ",)" : ")");
-    }
+    for (std::size_t i = 0; i < rank; ++i) os << '\'' << axes[i].name.view() << "': " << m.sizes_[i] << ", ";
+    os << "axis_types=(";
+    for (std::size_t i = 0; i < rank; ++i) os << (i ? ", " : "") << to_string(axes[i].type);
+    os << (rank == 1 ? ",)" : ")");
     return os << ')';
   }
 

@@ -152,9 +152,11 @@ class named_sharding {
     }
   }
 
-  /// `NamedSharding(mesh=Mesh('x': 2, 'y': 4), spec=PartitionSpec('x', 'y'))`
+  /// repr(sharding) as JAX prints it:
+  /// `NamedSharding(mesh=Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)), spec=P('x', 'y'), memory_kind=device)`.
+  /// Blocks live in the devices' own memory, JAX's default memory kind `device`.
   friend std::ostream& operator<<(std::ostream& os, named_sharding const& s) {
-    return os << "NamedSharding(mesh=" << s.mesh_ << ", spec=" << Spec{} << ')';
+    return os << "NamedSharding(mesh=" << s.mesh_ << ", spec=" << Spec{} << ", memory_kind=device)";
   }
 
  private:

@@ -108,9 +108,9 @@ struct P {
   /// Entry for array dimension `i` (none past the end).
   static constexpr dim_spec dim(std::size_t i) { return i < size ? dims[i] : dim_spec{}; }
 
-  /// JAX's repr: `PartitionSpec('x', None)`, `PartitionSpec(('x', 'y'),)`, `PartitionSpec()`.
+  /// repr(spec) as JAX 0.12 prints it: `P('x', None)`, `P(('x', 'y'),)`, `P()`.
   friend std::ostream& operator<<(std::ostream& os, P const&) {
-    os << "PartitionSpec(";
+    os << "P(";
     for (std::size_t i = 0; i < size; ++i) {
       auto const& d = dims[i];
       os << (i ? ", " : "");
