@@ -17,7 +17,7 @@
 
 namespace tessera {
 
-/// One named mesh axis with its type; `mesh_axis("x")` is an Auto axis, like JAX's default.
+/// One named mesh axis with its type; `mesh_axis("x")` is an Auto axis (the seeds' default; JAX 0.12's make_mesh defaults to Explicit).
 struct mesh_axis {
   axis_name name{};
   axis_type type = axis_type::auto_;

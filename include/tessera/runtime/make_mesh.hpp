@@ -46,7 +46,7 @@ Mesh mesh_on_runtime(std::array<int, R> const& sizes, std::vector<int> ids, bool
 }
 }  // namespace detail
 
-/// jax.make_mesh(sizes, names): a mesh of Auto axes over the first prod(sizes) devices.
+/// jax.make_mesh(sizes, names): a mesh of Auto axes over the first prod(sizes) devices (JAX 0.12 makes Explicit ones: docs/differences-from-jax.md).
 template <axis_name... Names>
 auto make_mesh(std::array<int, sizeof...(Names)> const& sizes) {
   return detail::mesh_on_runtime<mesh<mesh_axis(Names)...>>(sizes, {}, false);
