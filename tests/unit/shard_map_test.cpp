@@ -653,11 +653,11 @@ TEST_CASE("the mesh axes a value varies over are in its type, through expression
   auto const r = f(a, xt::xtensor<float, 1>(xt::arange<float>(32.0f)));
   CHECK(same_array(tessera::to_host(r), a));
   std::vector<std::string> const want{
-      "float32[2,8]{x}", "float32[8]{y}",   "float32[2,8]{x}",   "float32[2,8]{x,y}", "float32[2,8]{}",
-      "float32[2,8]{x}", "float32[2,8]{y}", "float32[4,8]{}",    "float32[2,8]{y}",   "float32[2,2]{x,y}",
-      "float32[1,16]{x}", "int32[]{y}",     "float32[]{?-x}",    "float32[2,8]",      "float32[8,2]{x}",
-      "float32[2]{x}",   "float32[8]{x}",   "float32[3]",        "float32[2,8]{?-x}", "float32[2,8]{}",
-      "float32[2,8]{x}"};
+      "float32[2,8]{V:x}",  "float32[8]{V:y}",   "float32[2,8]{V:x}",   "float32[2,8]{V:(x,y)}", "float32[2,8]",
+      "float32[2,8]{V:x}",  "float32[2,8]{V:y}", "float32[4,8]",        "float32[2,8]{V:y}",     "float32[2,2]{V:(x,y)}",
+      "float32[1,16]{V:x}", "int32[]{V:y}",      "float32[]{V:?-x}",    "float32[2,8]",          "float32[8,2]{V:x}",
+      "float32[2]{V:x}",    "float32[8]{V:x}",   "float32[3]",          "float32[2,8]{V:?-x}",   "float32[2,8]",
+      "float32[2,8]{V:x}"};
   REQUIRE(seen.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO("value " << i);
