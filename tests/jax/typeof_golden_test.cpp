@@ -8,6 +8,8 @@
 // some the values. A program JAX refuses must have a compile-fail test of the same name
 // (tests/compile_fail/<name>.cpp), unless the case names a deliberate difference: then tessera's
 // answer is compared with the JAX program that computes it (the case's "jax_equivalent").
+// The rule_ cases check matmul's sharding rule (core/sharding_rules.hpp) on every spec pair of
+// its 1-D and 2-D forms over the (2, 2) mesh, without building a program for each.
 #include <catch2/catch.hpp>
 
 #include <cstddef>
@@ -207,11 +209,82 @@ check_fn differs(char const* difference) {
   };
 }
 
+// ---- The contraction rule on every spec pair of matmul's 1-D and 2-D forms ----
+
+/// A spec entry spelled as the generator's rule_ names spell it: n, x, y, xy, yx.
+tessera::dim_spec rule_entry(std::string const& e) {
+  tessera::dim_spec d;
+  for (char ch : e) {
+    if (ch == 'x') d.push("x");
+    if (ch == 'y') d.push("y");
+  }
+  return d;
+}
+
+/// Every spec of rank R over axes x and y that uses no axis twice, with its name.
+template <std::size_t R>
+std::vector<std::pair<std::string, std::array<tessera::dim_spec, R>>> rule_specs() {
+  std::vector<std::string> const entries{"n", "x", "y", "xy", "yx"};
+  std::vector<std::pair<std::string, std::array<tessera::dim_spec, R>>> out;
+  std::array<std::size_t, R> idx{};
+  for (;;) {
+    std::array<tessera::dim_spec, R> s{};
+    std::string name;
+    for (std::size_t d = 0; d < R; ++d) {
+      s[d] = rule_entry(entries[idx[d]]);
+      name += (d ? "." : "") + entries[idx[d]];
+    }
+    bool const twice = R == 2 && ((s[0].uses("x") && s[1].uses("x")) || (s[0].uses("y") && s[1].uses("y")));
+    if (!twice) out.emplace_back(name, s);
+    std::size_t d = R;
+    while (d > 0 && ++idx[d - 1] == entries.size()) idx[--d] = 0;
+    if (d == 0) return out;
+  }
+}
+
+template <std::size_t R>
+std::string rule_typeof(std::array<tessera::dim_spec, R> const& s) {
+  std::string t = "float32[";
+  for (std::size_t d = 0; d < R; ++d) (t += d ? "," : "") += tessera::detail::dim_with_axes(4, s[d]);
+  return t + "]";
+}
+
+/// tessera's contraction rule (what tessera::matmul decides when the program compiles) against
+/// JAX's answer for a @ b, both operands of size 4 per dimension on the Explicit (2, 2) mesh.
+template <std::size_t RA, std::size_t RB>
+void add_rule_checks(tessera_jax::checks& cs) {
+  using tessera::detail::contract_rule;
+  static constexpr std::array<tessera::mesh_axis, 2> mesh_axes{tessera::mesh_axis("x", ex), tessera::mesh_axis("y", ex)};
+  for (auto const& [na, sa] : rule_specs<RA>())
+    for (auto const& [nb, sb] : rule_specs<RB>())
+      cs["rule_" + na + "_" + nb] = [sa = sa, sb = sb](json const& c) {
+        CHECK(c.at("args")[0].at("typeof").get<std::string>() == rule_typeof(sa));
+        CHECK(c.at("args")[1].at("typeof").get<std::string>() == rule_typeof(sb));
+        auto const rule = contract_rule(sa, sb, mesh_axes);
+        constexpr std::size_t R = tessera::detail::matmul_rank(RA, RB);
+        std::array<tessera::dim_spec, R> dims{};
+        for (std::size_t d = 0; d < R; ++d) dims[d] = tessera::detail::canonical(rule.dims[d]);
+        std::string const got = rule.explicit_error ? "refused" : rule_typeof(dims);
+        if (!c.value("rejected", false)) {
+          CHECK(got == c.at("typeof").get<std::string>());
+        } else if (c.contains("difference")) {
+          // JAX 0.12 asks for an out_sharding where the contracting dimension is sharded alike on
+          // both sides; tessera gives the free dimensions' layout, JAX's answer with that out_sharding.
+          CHECK(c.at("difference").get<std::string>() == "contracting_sharded_alike");
+          CHECK((sa[RA - 1] == sb[0] && !sb[0].is_none()));
+          CHECK(got == c.at("jax_equivalent").at("typeof").get<std::string>());
+        } else {
+          INFO("JAX: " << c.at("jax_error").get<std::string>() << "; tessera: " << got);
+          CHECK(rule.explicit_error);
+        }
+      };
+}
+
 }  // namespace
 
 TEST_CASE("jax.typeof on Explicit meshes, against JAX 0.12", "[jax][typeof]") {
   tessera::runtime rt{8};
-  tessera_jax::checks const checks{
+  tessera_jax::checks checks{
     {"put_m8_X", unary<m8, 1, P<"X">>(op_put)},
     {"put_m8_2d_none_X", unary<m8, 2, P<none, "X">>(op_put)},
     {"put_m24_XY", unary<m24, 2, P<"X", "Y">>(op_put)},
@@ -415,5 +488,10 @@ TEST_CASE("jax.typeof on Explicit meshes, against JAX 0.12", "[jax][typeof]") {
     {"bmm_batch_one_side_left", differs<m24, 3, P<"X", none, none>, 3, P<>>("matmul_batch_sharded_one_side")},
     {"bmm_batch_one_side_right", differs<m222, 3, P<none, "Y", none>, 3, P<"Z", none, none>>("matmul_batch_sharded_one_side")},
   };
+  // matmul's sharding rule on every spec pair of its 1-D and 2-D forms (the rule_ cases).
+  add_rule_checks<2, 2>(checks);
+  add_rule_checks<1, 2>(checks);
+  add_rule_checks<2, 1>(checks);
+  add_rule_checks<1, 1>(checks);
   CHECK(tessera_jax::check_all("jax_typeof.json", checks) == checks.size());
 }

@@ -385,4 +385,37 @@ for name, mesh, a, b, moved, to in (
 
     differs(name, mesh, "matmul_batch_sharded_one_side", a, b, equivalent)
 
+# ---- every spec pair of matmul's 1-D and 2-D forms on pjit_test's (2, 2) mesh -----------------
+# Named rule_<a>_<b>, a spec's entries joined by '.' with n for None, xy for ('x', 'y') and yx for
+# ('y', 'x'); operands of size 4 in every dimension. tests/jax/typeof_golden_test.cpp enumerates
+# the same pairs and checks tessera's contraction rule against each answer.
+ENTRIES = {"n": "-", "x": "x", "y": "y", "xy": "(x,y)", "yx": "(y,x)"}
+
+
+def valid(spec):
+    used = [a for e in spec for a in (e if len(e) > 1 else e.replace("n", ""))]
+    return len(used) == len(set(used))
+
+
+SPECS = {1: [(a,) for a in ENTRIES], 2: [(a, b) for a in ENTRIES for b in ENTRIES if valid((a, b))]}
+for ra, rb in ((2, 2), (1, 2), (2, 1), (1, 1)):
+    for sa in SPECS[ra]:
+        for sb in SPECS[rb]:
+            name = "rule_" + ".".join(sa) + "_" + ".".join(sb)
+            a = ((4,) * ra, ",".join(ENTRIES[e] for e in sa))
+            b = ((4,) * rb, ",".join(ENTRIES[e] for e in sb))
+            rec = case(name, "m22", "matmul", a, b)
+            ka, kb = sa[-1], sb[0]  # the contracting entries
+            if rec.get("rejected") and ka != "n" and ka == kb:
+                # Sharded alike on both sides: what tessera computes is JAX's product with the
+                # free dimensions' sharding as out_sharding (when that sharding is valid).
+                free = ([ENTRIES[sa[0]]] if ra == 2 else []) + ([ENTRIES[sb[1]]] if rb == 2 else [])
+                used = [x for f in free for x in f.strip("()").split(",") if x != "-"]
+                if len(used) == len(set(used)):
+                    out = NamedSharding(MESHES["m22"], parse_spec(",".join(free)))
+                    xs = make_args("m22", (a, b))
+                    r = jnp.matmul(*xs, out_sharding=out)
+                    c.cases[name]["difference"] = "contracting_sharded_alike"
+                    c.cases[name]["jax_equivalent"] = {"typeof": str(jax.typeof(r))}
+
 c.write("jax_typeof.json", "tools/jax_reference/gen_typeof.py")
