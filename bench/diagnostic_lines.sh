@@ -2,7 +2,7 @@
 # How many lines g++ and clang++ print for each compile-fail test (issue 14's diagnostics target).
 #
 #   bash bench/diagnostic_lines.sh                     every tests/compile_fail/*.cpp, g++ and clang++
-#   COMPILERS=g++ bash bench/diagnostic_lines.sh tests/compile_fail/spec_longer_than_rank.cpp
+#   COMPILERS=g++ bash bench/diagnostic_lines.sh tests/compile_fail/jax_reject_spec_longer_than_rank.cpp
 #
 # Each file is compiled with -fsyntax-only as ctest's compile-fail tests compile it; the table
 # gives the number of lines of diagnostics and the first line that says "error".

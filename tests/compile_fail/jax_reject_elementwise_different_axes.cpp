@@ -4,6 +4,7 @@
 // EXPECT: an element-wise operation's operands shard the same dimension on different mesh axes
 // EXPECT: operands_shard_a_dimension_on_different_axes<tessera::op::add, 0, (tessera::axis_name)?{("X"|{88(, 0)*})}, (tessera::axis_name)?{("Y"|{89(, 0)*})}>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera: an element-wise operation's operands shard the same dimension
+// EXPECT: reshard one of them: tessera::reshard
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

@@ -4,6 +4,7 @@
 // EXPECT: an element-wise operation's result would shard two dimensions on the same mesh axis
 // EXPECT: result_would_use_a_mesh_axis_twice<tessera::op::add, 1, (tessera::axis_name)?{("X"|{88(, 0)*})}>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera: an element-wise operation's result would shard
+// EXPECT: reshard one operand so the axis shards one dimension: tessera::reshard
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

@@ -5,6 +5,7 @@
 // EXPECT: tessera::matmul: a batch dimension is sharded on different mesh axes in the left and right operands
 // EXPECT: matmul_batch_dimension_sharded_on_different_axes<0, (tessera::axis_name)?{("X"|{88(, 0)*})}, (tessera::axis_name)?{("Y"|{89(, 0)*})}, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera::matmul: a batch dimension is sharded on different mesh axes in the left and right operands
+// EXPECT: batch dimensions must be sharded alike: reshard one operand
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

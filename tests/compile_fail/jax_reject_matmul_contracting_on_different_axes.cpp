@@ -4,6 +4,7 @@
 // EXPECT: tessera::matmul: the contracting dimension is sharded on different mesh axes in the left and right operands
 // EXPECT: matmul_contracting_dimension_sharded_on_different_axes<(tessera::axis_name)?{("y"|{121(, 0)*})}, (tessera::axis_name)?{("x"|{120(, 0)*})}, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera::matmul: the contracting dimension is sharded on different mesh axes in the left and right operands
+// EXPECT: reshard one of them to the other's axis or to None: tessera::reshard
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

@@ -3,6 +3,7 @@
 // EXPECT: tessera::matmul: both operands must have rank 1 or more and a numeric element type
 // EXPECT: matmul_operands_must_be_numeric_arrays_of_rank_at_least_1<1, 0, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera::matmul: both operands must have rank 1 or more
+// EXPECT: multiply by a scalar with \*
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

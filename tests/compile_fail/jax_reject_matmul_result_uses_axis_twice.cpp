@@ -4,6 +4,8 @@
 // EXPECT: tessera::matmul: the result would use one mesh axis twice
 // EXPECT: matmul_result_would_use_a_mesh_axis_twice<1, (tessera::axis_name)?{("x"|{120(, 0)*})}, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera::matmul: the result would use one mesh axis twice
+// EXPECT: tessera::matmul: the result would use one mesh axis twice, in two dimensions or in a dimension and the partial sum
+// EXPECT: reshard one operand
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

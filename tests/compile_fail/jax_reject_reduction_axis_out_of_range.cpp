@@ -3,6 +3,7 @@
 // EXPECT: a reduction \(sum, mean, max, min, prod\) names a dimension that is out of range for its operand
 // EXPECT: reduction_axes_must_be_distinct_dimensions_of_the_operand<tessera::op::sum, 2, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera: a reduction \(sum, mean, max, min, prod\) names a dimension
+// EXPECT: use dimensions 0 to rank - 1, each once
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

@@ -3,6 +3,7 @@
 // EXPECT: tessera::transpose: the axes are not a permutation of the operand's dimensions
 // EXPECT: transpose_axes_must_permute_the_dimensions<2, false>
 // EXPECT: ^([^:]|:[^ ]|: [^e]|: e[^r]|: er[^r]|: err[^o]|: erro[^r]|: error[^:])*: error: static(_assert| assertion) failed( due to requirement '[^']*')?(: | ")tessera::transpose: the axes are not a permutation
+// EXPECT: list each of 0 to rank - 1 once
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 

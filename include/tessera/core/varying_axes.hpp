@@ -24,7 +24,7 @@ namespace tessera {
 /// The mesh axes a value's type knows about; `in_mesh<>` when the type does not know its mesh.
 template <axis_name... A>
 struct in_mesh {};
-/// The mesh axes a per-device value varies over (JAX: the `{x}` in `f32[4]{x}`).
+/// The mesh axes a per-device value varies over (JAX 0.12: the `{V:x}` in `float32[4]{V:x}`).
 template <axis_name... A>
 struct varying {};
 /// Part of the value came from a plain number or container: it varies over what shard_map's
