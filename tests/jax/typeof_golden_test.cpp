@@ -1,7 +1,7 @@
 // jax.typeof on Explicit meshes, checked against JAX 0.12 (tests/golden/jax_typeof.json, written
 // by tools/jax_reference/gen_typeof.py): element-wise operations (broadcasting lower ranks and
 // size-1 dimensions), reductions, transpose, matmul and dot in every form, reshard and JAX's own
-// tests/pjit_test.py dot_general cases, on meshes (8), (2, 4), (2, 2, 2), (2, 2) and (4, 2).
+// tests/pjit_test.py dot_general cases, matmul and dot with out_sharding, on meshes (8), (2, 4), (2, 2, 2), (2, 2) and (4, 2).
 //
 // Each case is built here with the specs of the generator's program; its arguments' typeof is
 // compared with JAX's first (the same program), then tessera::type_of of the result, and for
@@ -109,6 +109,12 @@ TESSERA_OP(transpose201, (tessera::transpose<2, 0, 1>))
 TESSERA_OP(transpose120, (tessera::transpose<1, 2, 0>))
 TESSERA_OP(transpose021, (tessera::transpose<0, 2, 1>))
 #undef TESSERA_OP
+
+/// jnp.matmul and jnp.dot with out_sharding=S.
+template <class S>
+op const matmul_out{"matmul_out", [](auto const& a, auto const& b) { return tessera::matmul(a, b, S{}); }};
+template <class S>
+op const dot_out{"dot_out", [](auto const& a, auto const& b) { return tessera::dot(a, b, S{}); }};
 
 template <class S>
 op const reshard_to{"reshard", [](auto const& a) { return tessera::reshard(a, S{}); }};
@@ -477,6 +483,21 @@ TEST_CASE("jax.typeof on Explicit meshes, against JAX 0.12", "[jax][typeof]") {
     rejected_case("jax_reject_spec_uses_axis_twice"),
     rejected_case("jax_reject_spec_axis_not_in_mesh"),
     rejected_case("jax_reject_spec_longer_than_rank"),
+    {"out_mm_contracting_different_axes", binary<m22, 2, P<"x", "y">, 2, P<"x", "y">, values>(matmul_out<P<"x", none>>)},
+    {"out_mm_contracting_different_axes_to_y", binary<m22, 2, P<"x", "y">, 2, P<"x", "y">, values>(matmul_out<P<none, "y">>)},
+    {"out_mm_result_uses_axis_twice", binary<m22, 2, P<"x", none>, 2, P<none, "x">, values>(matmul_out<P<"x", none>>)},
+    {"out_mm_k_alike_replicated", binary<m24, 2, P<none, "X">, 2, P<"X", none>, values>(matmul_out<P<none, none>>)},
+    {"out_mm_k_alike_reduce_scatter_rows", binary<m24, 2, P<none, "X">, 2, P<"X", none>, values>(matmul_out<P<"X", none>>)},
+    {"out_mm_k_alike_reduce_scatter_cols", binary<m24, 2, P<none, "X">, 2, P<"X", none>, values>(matmul_out<P<none, "X">>)},
+    {"out_mm_k_alike_tuple_to_XY", binary<m24, 2, P<none, axes<"X", "Y">>, 2, P<axes<"X", "Y">, none>, values>(matmul_out<P<axes<"X", "Y">, none>>)},
+    {"out_mm_k_alike_rows_kept", binary<m24, 2, P<"X", "Y">, 2, P<"Y", none>, values>(matmul_out<P<"X", none>>)},
+    {"out_mm_k_alike_rows_and_cols", binary<m24, 2, P<"X", "Y">, 2, P<"Y", none>, values>(matmul_out<P<"X", "Y">>)},
+    {"out_mm_plain_resharded", binary<m24, 2, P<"X", none>, 2, P<none, "Y">, values>(matmul_out<P<"Y", "X">>)},
+    {"out_vv_k_alike", binary<m8, 1, P<"X">, 1, P<"X">, values>(matmul_out<P<>>)},
+    {"out_vv_contracting_different_axes", binary<m24, 1, P<"X">, 1, P<"Y">, values>(matmul_out<P<>>)},
+    {"out_mv_k_alike_to_X", binary<m8, 2, P<none, "X">, 1, P<"X">, values>(matmul_out<P<"X">>)},
+    {"out_dot_k_alike", binary<m24, 2, P<none, "Y">, 2, P<"Y", none>, values>(dot_out<P<"Y", none>>)},
+    {"out_dot_vm", binary<m24, 1, P<"X">, 2, P<"Y", "X">, values>(dot_out<P<"X">>)},
     {"pjit_dot_general_contracting1", differs<m22, 2, P<"x", "y">, 2, P<"y", none>>("contracting_sharded_alike")},
     {"pjit_dot_general_other_half_tp", differs<m22, 2, P<none, "y">, 2, P<"y", none>>("contracting_sharded_alike")},
     {"mm_k_both_alike", differs<m24, 2, P<none, "X">, 2, P<"X", none>>("contracting_sharded_alike")},

@@ -385,6 +385,32 @@ for name, mesh, a, b, moved, to in (
 
     differs(name, mesh, "matmul_batch_sharded_one_side", a, b, equivalent)
 
+# ---- matmul and dot with out_sharding: JAX checks nothing and lays the result out as asked ----
+# (jax/_src/lax/lax.py, _dot_general_sharding_rule returns out_sharding as it is). Among them the
+# programs JAX refuses without one (pjit_test's test_jnp_matmul: P('x', 'y') @ P('x', 'y')).
+for name, mesh, op, a, b, out in (
+    ("out_mm_contracting_different_axes", "m22", "matmul", ((8, 2), "x,y"), ((2, 8), "x,y"), "x,-"),
+    ("out_mm_contracting_different_axes_to_y", "m22", "matmul", ((8, 2), "x,y"), ((2, 8), "x,y"), "-,y"),
+    ("out_mm_result_uses_axis_twice", "m22", "matmul", ((8, 2), "x,-"), ((2, 8), "-,x"), "x,-"),
+    ("out_mm_k_alike_replicated", "m24", "matmul", ((8, 8), "-,X"), ((8, 8), "X,-"), "-,-"),
+    ("out_mm_k_alike_reduce_scatter_rows", "m24", "matmul", ((8, 8), "-,X"), ((8, 8), "X,-"), "X,-"),
+    ("out_mm_k_alike_reduce_scatter_cols", "m24", "matmul", ((8, 8), "-,X"), ((8, 8), "X,-"), "-,X"),
+    ("out_mm_k_alike_tuple_to_XY", "m24", "matmul", ((8, 8), "-,(X,Y)"), ((8, 8), "(X,Y),-"), "(X,Y),-"),
+    ("out_mm_k_alike_rows_kept", "m24", "matmul", ((8, 8), "X,Y"), ((8, 8), "Y,-"), "X,-"),
+    ("out_mm_k_alike_rows_and_cols", "m24", "matmul", ((8, 8), "X,Y"), ((8, 8), "Y,-"), "X,Y"),
+    ("out_mm_plain_resharded", "m24", "matmul", ((8, 8), "X,-"), ((8, 8), "-,Y"), "Y,X"),
+    ("out_vv_k_alike", "m8", "matmul", ((16,), "X"), ((16,), "X"), ""),
+    ("out_vv_contracting_different_axes", "m24", "matmul", ((8,), "X"), ((8,), "Y"), ""),
+    ("out_mv_k_alike_to_X", "m8", "matmul", ((16, 16), "-,X"), ((16,), "X"), "X"),
+    ("out_dot_k_alike", "m24", "dot", ((8, 8), "-,Y"), ((8, 8), "Y,-"), "Y,-"),
+    ("out_dot_vm", "m24", "dot", ((8,), "X"), ((8, 8), "Y,X"), "X"),
+):
+    s_out = NamedSharding(MESHES[mesh], parse_spec(out))
+    f = jnp.matmul if op == "matmul" else jnp.dot
+    accept(name, mesh, op + "_out", a, b, values=True,
+           fn=lambda x, y, f=f, s_out=s_out: f(x, y, out_sharding=s_out))
+    c.cases[name]["out_sharding"] = out
+
 # ---- every spec pair of matmul's 1-D and 2-D forms on pjit_test's (2, 2) mesh -----------------
 # Named rule_<a>_<b>, a spec's entries joined by '.' with n for None, xy for ('x', 'y') and yx for
 # ('y', 'x'); operands of size 4 in every dimension. tests/jax/typeof_golden_test.cpp enumerates
