@@ -21,6 +21,8 @@
 #                       ('|'-separated, e.g. blas)
 #   EXPECT_MATMUL_BACKEND  optional: blas or kernel, passed to the consumer, which then fails
 #                       unless its float matrix product ran on OpenBLAS / tessera's kernel
+#   EXPECT_MPI          optional: ON when the tessera under test provides tessera::mpi; the
+#                       consumer then fails unless find_package(tessera COMPONENTS mpi) finds it
 #   WORK_DIR            scratch directory (wiped at start)
 cmake_minimum_required(VERSION 3.21)
 
@@ -62,6 +64,9 @@ set(cmake_args -G "${CMAKE_GENERATOR_NAME}"
   "-DCMAKE_BUILD_TYPE=${CONFIG}")
 if(CCACHE)
   list(APPEND cmake_args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CCACHE}")
+endif()
+if(EXPECT_MPI AND MODE STREQUAL "config")
+  list(APPEND cmake_args "-DTESSERA_CONSUMER_EXPECT_MPI=ON")
 endif()
 
 # Runs ports/tessera/portfile.cmake as vcpkg would, into ${prefix} (vcpkg's

@@ -1,0 +1,248 @@
+#pragma once
+// Several processes joined over MPI (JAX's multi-controller model: jax.distributed.initialize,
+// process_index, process_count, multihost_utils.process_allgather). The one tessera header
+// that includes <mpi.h> (through runtime/mpi_environment.hpp); link tessera::mpi (find_package(tessera COMPONENTS mpi)).
+//
+// What works across processes today: the processes and their devices are known to each other
+// (process_index, process_count, the global device count and each process's first global
+// device id), and host data and arrays are gathered from every process (process_allgather).
+// Meshes, and the arrays on them, are still made of one process's devices (docs/across-processes.md).
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/detail/xtensor/xarray.hpp"
+#include "tessera/detail/xtensor/xtensor.hpp"
+
+#include "tessera/array/array.hpp"
+#include "tessera/array/to_host.hpp"
+#include "tessera/runtime/mpi_collectives.hpp"
+#include "tessera/runtime/mpi_environment.hpp"
+#include "tessera/runtime/runtime.hpp"
+
+namespace tessera {
+
+namespace distributed {
+class runtime;
+}
+
+namespace detail {
+/// The live distributed runtime of this process, if any (one at a time, as in JAX).
+inline std::atomic<distributed::runtime const*> current_distributed{nullptr};
+}  // namespace detail
+
+namespace distributed {
+
+/// jax.distributed.initialize() with jax_num_cpu_devices=k: this process joins the others of
+/// its MPI job and gets k logical devices (a tessera::runtime of k threads, current while the
+/// object lives). Global device ids are process-major: process p's devices are
+/// first_device_id() to first_device_id() + k - 1, as JAX numbers them. MPI is initialised
+/// here only if it is not yet, and finalised only if it was initialised here.
+///
+/// A process leaving this object's scope by an exception ends the whole job (MPI_Abort, with a
+/// message naming the process), since the other processes may be waiting for it; an exception
+/// caught inside the scope is the program's own business.
+class runtime {
+ public:
+  /// MPI_Init_thread(&argc, &argv) if MPI is not initialised, then k local devices.
+  runtime(int& argc, char**& argv, int local_devices) : runtime(&argc, &argv, local_devices) {}
+  /// The same, for a program that initialised MPI itself or passes no arguments to it.
+  explicit runtime(int local_devices) : runtime(nullptr, nullptr, local_devices) {}
+  runtime(runtime const&) = delete;
+  runtime& operator=(runtime const&) = delete;
+  ~runtime() {
+    if (std::uncaught_exceptions() > uncaught_) {
+      std::fprintf(stderr,
+                   "tessera: process %d of %d is leaving its distributed runtime with an exception; ending the job "
+                   "(MPI_Abort) so that the other processes do not wait for it\n",
+                   env_.rank(), env_.size());
+      std::fflush(stderr);
+      MPI_Abort(env_.comm(), 1);
+    }
+    detail::current_distributed.store(nullptr);
+  }
+
+  /// jax.process_index()
+  int process_index() const { return env_.rank(); }
+  /// jax.process_count()
+  int process_count() const { return env_.size(); }
+  /// jax.local_device_count()
+  int local_device_count() const { return local_.device_count(); }
+  /// jax.device_count(): the devices of every process.
+  int device_count() const { return global_devices_; }
+  /// The global id of this process's device 0 (process-major numbering).
+  int first_device_id() const { return first_device_; }
+  /// The number of devices of each process, in process order.
+  std::vector<int> const& devices_per_process() const { return per_process_; }
+  /// This process's devices, to run per-device code directly.
+  tessera::runtime& local() { return local_; }
+  /// The MPI threading level granted (MPI_THREAD_FUNNELED or higher).
+  int mpi_thread_level() const { return env_.thread_level(); }
+  /// tessera's own communicator (a duplicate of MPI_COMM_WORLD).
+  MPI_Comm communicator() const { return env_.comm(); }
+  /// For tessera's cross-process calls.
+  detail::mpi_environment const& environment() const { return env_; }
+
+ private:
+  runtime(int* argc, char*** argv, int local_devices)
+      : env_(argc, argv), local_(checked_count(local_devices)), uncaught_(std::uncaught_exceptions()) {
+    distributed::runtime const* expected = nullptr;
+    if (!detail::current_distributed.compare_exchange_strong(expected, this))
+      throw std::logic_error("tessera::distributed::runtime: this process already has one; make one per process");
+    try {
+      per_process_ = detail::mpi_allgather_values<int>(env_, local_devices);
+      first_device_ = std::accumulate(per_process_.begin(), per_process_.begin() + env_.rank(), 0);
+      long total = std::accumulate(per_process_.begin(), per_process_.end(), 0L);
+      if (total > 1 << 20)
+        throw std::invalid_argument("tessera::distributed::runtime: " + std::to_string(total) +
+                                    " devices over all processes; at most 2^20");
+      global_devices_ = static_cast<int>(total);
+    } catch (...) {
+      detail::current_distributed.store(nullptr);
+      throw;
+    }
+  }
+  static int checked_count(int k) {
+    if (k < 1)
+      throw std::invalid_argument("tessera::distributed::runtime: the number of local devices must be at least 1, got " +
+                                  std::to_string(k));
+    return k;
+  }
+
+  detail::mpi_environment env_;  // first in, last out: MPI outlives the device threads
+  tessera::runtime local_;
+  int uncaught_ = 0;
+  std::vector<int> per_process_;
+  int first_device_ = 0;
+  int global_devices_ = 0;
+};
+
+}  // namespace distributed
+
+/// jax.process_index(): this process's index in its distributed runtime, 0 without one.
+inline int process_index() {
+  auto const* rt = detail::current_distributed.load();
+  return rt ? rt->process_index() : 0;
+}
+/// jax.process_count(): the number of processes, 1 without a distributed runtime.
+inline int process_count() {
+  auto const* rt = detail::current_distributed.load();
+  return rt ? rt->process_count() : 1;
+}
+
+namespace detail {
+
+/// What each process says about the data it gathers, checked to agree before any data moves.
+struct gather_header {
+  std::uint32_t elem_size = 0;
+  std::uint32_t elem_kind = 0;  // 1 float, 2 signed, 3 unsigned, 4 bool
+  std::uint32_t rank = 0;
+  std::uint32_t tiled = 0;
+  std::uint64_t dims[8] = {};
+};
+
+template <class T>
+constexpr std::uint32_t elem_kind() {
+  if constexpr (std::is_same_v<T, bool>) return 4;
+  else if constexpr (std::is_floating_point_v<T>) return 1;
+  else if constexpr (std::is_signed_v<T>) return 2;
+  else return 3;
+}
+
+inline std::string dims_string(gather_header const& h) {
+  std::string s = "(";
+  for (std::uint32_t i = 0; i < h.rank; ++i) s += (i ? ", " : "") + std::to_string(h.dims[i]);
+  return s + (h.rank == 1 ? ",)" : ")");
+}
+
+/// Gathers each process's row-major host data; every process checks every header, so all of
+/// them throw the same error together (none is left waiting).
+template <class T>
+xt::xarray<T> process_allgather_host(xt::xarray<T> const& x, bool tiled) {
+  auto const* rt = current_distributed.load();
+  if (rt == nullptr) {  // one process: the data itself, stacked or not
+    if (tiled) return x;
+    auto shape = x.shape();
+    std::vector<std::size_t> s{1};
+    s.insert(s.end(), shape.begin(), shape.end());
+    xt::xarray<T> out = x;
+    out.reshape(s);
+    return out;
+  }
+  auto const& env = rt->environment();
+  env.check_caller("tessera::process_allgather");
+  if (x.dimension() > 8) throw std::invalid_argument("tessera::process_allgather: rank above 8 is not supported");
+  if (tiled && x.dimension() == 0)
+    throw std::invalid_argument("tessera::process_allgather: tiled=true concatenates along dimension 0, and a scalar has none");
+  gather_header mine;
+  mine.elem_size = sizeof(T);
+  mine.elem_kind = elem_kind<T>();
+  mine.rank = static_cast<std::uint32_t>(x.dimension());
+  mine.tiled = tiled ? 1u : 0u;
+  for (std::size_t i = 0; i < x.dimension(); ++i) mine.dims[i] = x.shape()[i];
+  std::lock_guard lock(env.call_mutex());
+  auto const all = mpi_allgather_values(env, mine);
+  for (std::size_t p = 1; p < all.size(); ++p) {
+    auto const& a = all[0];
+    auto const& b = all[p];
+    bool same = a.elem_size == b.elem_size && a.elem_kind == b.elem_kind && a.rank == b.rank && a.tiled == b.tiled;
+    for (std::uint32_t i = tiled ? 1 : 0; same && i < a.rank; ++i) same = a.dims[i] == b.dims[i];
+    if (!same) {
+      std::ostringstream os;
+      os << "tessera::process_allgather: process 0 gives " << a.elem_size << "-byte elements of shape " << dims_string(a)
+         << (a.tiled ? " (tiled)" : "") << " and process " << p << " gives " << b.elem_size
+         << "-byte elements of shape " << dims_string(b) << (b.tiled ? " (tiled)" : "")
+         << "; every process must give the same element type, rank and "
+         << (tiled ? "shape after dimension 0" : "shape");
+      throw std::invalid_argument(os.str());
+    }
+  }
+  std::vector<std::uint64_t> counts;
+  auto const bytes = mpi_allgatherv_bytes(
+      env, std::span<std::byte const>(reinterpret_cast<std::byte const*>(x.data()), x.size() * sizeof(T)), counts);
+  std::vector<std::size_t> shape;
+  if (tiled) {
+    std::uint64_t rows = 0;
+    for (auto const& h : all) rows += h.dims[0];
+    shape.push_back(static_cast<std::size_t>(rows));
+    for (std::size_t i = 1; i < x.dimension(); ++i) shape.push_back(x.shape()[i]);
+  } else {
+    shape.push_back(all.size());
+    for (std::size_t i = 0; i < x.dimension(); ++i) shape.push_back(x.shape()[i]);
+  }
+  xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
+  if (bytes.size() != out.size() * sizeof(T))
+    throw std::logic_error("tessera::process_allgather: received " + std::to_string(bytes.size()) + " bytes, expected " +
+                           std::to_string(out.size() * sizeof(T)));
+  if (!bytes.empty()) std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace detail
+
+/// multihost_utils.process_allgather(x, tiled): every process's x, on every process, stacked
+/// along a new leading dimension (tiled=false: shapes must be equal) or concatenated along
+/// dimension 0 (tiled=true: the other dimensions must be equal, dimension 0 may differ).
+/// x is host data (any xtensor expression) or a tessera::array of this process's devices.
+template <class E>
+auto process_allgather(E const& x, bool tiled = false) {
+  if constexpr (array_type<E>) {
+    xt::xarray<typename E::value_type> host = to_host(x);
+    return detail::process_allgather_host(host, tiled);
+  } else {
+    using T = typename std::decay_t<E>::value_type;
+    xt::xarray<T> host = x;
+    return detail::process_allgather_host(host, tiled);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,106 @@
+#pragma once
+// Exchanges between processes over tessera's MPI communicator: nonblocking calls waited on by
+// polling, so a local request to abort is seen while waiting (the job ends instead of hanging),
+// and byte counts of any size, cut into rounds that fit MPI's int counts and displacements
+// (OpenMPI 4.1 has no MPI-4 large-count calls).
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/runtime/mpi_environment.hpp"
+
+namespace tessera::detail {
+
+/// The most bytes one MPI call moves in all (its counts and displacements are ints); tests
+/// lower it to exercise the rounds.
+inline std::atomic<std::size_t> mpi_max_bytes_per_call{static_cast<std::size_t>(INT_MAX)};
+
+/// Set by a local failure that must end the job: a process waiting in a collective sees it and
+/// calls MPI_Abort, since the other processes would otherwise wait for it forever.
+inline std::atomic<bool> mpi_abort_requested{false};
+
+/// Waits for a nonblocking MPI call, polling so that a requested abort ends the job.
+inline void mpi_wait(MPI_Comm comm, MPI_Request& request, char const* call) {
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+    if (done) return;
+    if (mpi_abort_requested.load(std::memory_order_relaxed)) {
+      std::fprintf(stderr, "tessera: process %d stops the job while waiting in %s: a local failure was reported\n",
+                   world_rank_or_minus_one(), call);
+      std::fflush(stderr);
+      MPI_Abort(comm, 1);
+    }
+    if (spins > 64) std::this_thread::yield();  // other processes may share this core
+  }
+}
+
+/// MPI_Allgather of one fixed-size record per process (small: metadata).
+template <class T>
+std::vector<T> mpi_allgather_values(mpi_environment const& env, T const& mine) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<T> all(static_cast<std::size_t>(env.size()));
+  MPI_Request req{};
+  mpi_check(MPI_Iallgather(&mine, static_cast<int>(sizeof(T)), MPI_BYTE, all.data(), static_cast<int>(sizeof(T)),
+                           MPI_BYTE, env.comm(), &req),
+            "MPI_Iallgather");
+  mpi_wait(env.comm(), req, "MPI_Iallgather");
+  return all;
+}
+
+/// Every process's bytes, concatenated in process order (MPI_Allgatherv for any sizes): `counts`
+/// receives each process's byte count.
+inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, std::span<std::byte const> mine,
+                                                   std::vector<std::uint64_t>& counts) {
+  counts = mpi_allgather_values<std::uint64_t>(env, static_cast<std::uint64_t>(mine.size()));
+  std::size_t const p = counts.size();
+  std::vector<std::uint64_t> offset(p + 1, 0);
+  for (std::size_t r = 0; r < p; ++r) {
+    if (counts[r] > SIZE_MAX - offset[r])
+      throw std::length_error("tessera::process_allgather: the gathered data would exceed the address space");
+    offset[r + 1] = offset[r] + counts[r];
+  }
+  std::vector<std::byte> out(static_cast<std::size_t>(offset[p]));
+  // Rounds: each process sends up to `share` bytes of what it has left, so one round's total
+  // (and every displacement in it) stays within an int.
+  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
+  std::size_t const share = limit / p;
+  std::vector<std::uint64_t> sent(p, 0);
+  std::vector<int> rc(p), rd(p);
+  std::vector<std::byte> round_buf;
+  for (;;) {
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < p; ++r) {
+      rc[r] = static_cast<int>(std::min<std::uint64_t>(counts[r] - sent[r], share));
+      rd[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(rc[r]);
+    }
+    if (total == 0) break;
+    round_buf.resize(total);
+    auto const me = static_cast<std::size_t>(env.rank());
+    MPI_Request req{};
+    mpi_check(MPI_Iallgatherv(mine.data() + sent[me], rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(),
+                              MPI_BYTE, env.comm(), &req),
+              "MPI_Iallgatherv");
+    mpi_wait(env.comm(), req, "MPI_Iallgatherv");
+    for (std::size_t r = 0; r < p; ++r) {
+      if (rc[r] > 0)
+        std::memcpy(out.data() + offset[r] + sent[r], round_buf.data() + rd[r], static_cast<std::size_t>(rc[r]));
+      sent[r] += static_cast<std::uint64_t>(rc[r]);
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,50 @@
+// A process that fails while the others wait in a collective must end the job, not hang it
+// (run by tests/mpi/expect_job_ends.cmake under mpirun, which checks the job ends in seconds).
+//
+//   failing_process throw   process 1 leaves its distributed runtime by an exception: the
+//                           runtime calls MPI_Abort, naming the process
+//   failing_process kill    process 1 is killed (SIGKILL) in the middle of a long gather (many
+//                           small rounds): mpirun ends the job
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <xtensor/xbuilder.hpp>
+
+#include <tessera/distributed.hpp>
+
+namespace {
+int body(int argc, char** argv) {
+  bool const kill = argc > 1 && std::strcmp(argv[1], "kill") == 0;
+  tessera::distributed::runtime rt{argc, argv, 2};
+  xt::xarray<float> x = xt::arange<float>(kill ? float(1 << 20) : 16.0f);
+  std::thread killer;
+  if (kill) {
+    tessera::detail::mpi_max_bytes_per_call = 96;  // 4 MiB in 32-byte shares: seconds of rounds
+    if (rt.process_index() == 1)
+      killer = std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::raise(SIGKILL);
+      });
+  } else if (rt.process_index() == 1) {
+    throw std::runtime_error("process 1 fails before the gather");
+  }
+  // The other processes wait here for process 1, which never comes.
+  (void)tessera::process_allgather(x);
+  if (killer.joinable()) killer.join();
+  std::printf("process %d: the gather returned, which it cannot without process 1\n", rt.process_index());
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (std::exception const& e) {  // reached only if the runtime did not end the job
+    std::printf("the exception reached main: %s\n", e.what());
+    return 3;
+  }
+}
