@@ -69,3 +69,4 @@
 #include "tessera/debug/visualize_array_sharding.hpp"
 
 #include "tessera/random.hpp"
+#include "tessera/tree/tree_util.hpp"

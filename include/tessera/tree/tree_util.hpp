@@ -1,0 +1,216 @@
+#pragma once
+// jax.tree_util for C++ parameter structures: the seeds keep parameters in pytrees
+// (`params = {"w": ..., "b": ...}`, `jax.tree.map(lambda a, g: a - lr * g, p, grad)`), and
+// grad (issue 17) takes and returns them. A tree node is a std::tuple, std::pair, std::array
+// or a plain aggregate struct (`struct params { array<...> w; array<...> b; };`, up to 12
+// fields, read by structured bindings); everything else is a leaf. The structure is known
+// when the program compiles, so two trees that do not match fail to compile.
+
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/array/device_put.hpp"
+#include "tessera/expr/evaluate.hpp"
+#include "tessera/expr/expression.hpp"
+
+namespace tessera {
+
+namespace detail {
+
+/// Converts to anything: counts an aggregate's fields by the braces it accepts.
+struct any_field {
+  template <class U>
+  operator U() const;  // never defined: only used in unevaluated contexts
+};
+
+template <class T, class... A>
+concept brace_constructible = requires { T{std::declval<A>()...}; };
+
+template <class T, std::size_t... I>
+constexpr bool braces_take(std::index_sequence<I...>) {
+  return brace_constructible<T, decltype((void)I, any_field{})...>;
+}
+
+/// The number of fields of aggregate T: the most initialisers its braces accept, searched from
+/// 12 down (fewer may fail too, where a later field has no default constructor, as arrays do).
+template <class T, std::size_t N = 12>
+constexpr std::size_t field_count() {
+  if constexpr (N == 0) return 0;
+  else if constexpr (braces_take<T>(std::make_index_sequence<N>{})) return N;
+  else return field_count<T, N - 1>();
+}
+
+template <class T>
+struct is_std_array : std::false_type {};
+template <class T, std::size_t N>
+struct is_std_array<std::array<T, N>> : std::true_type {};
+template <class T>
+struct is_tuple_like : std::false_type {};
+template <class... T>
+struct is_tuple_like<std::tuple<T...>> : std::true_type {};
+template <class A, class B>
+struct is_tuple_like<std::pair<A, B>> : std::true_type {};
+
+/// A plain struct of public fields (no base class, no constructor): a tree node.
+template <class T>
+constexpr bool is_struct_node() {
+  if constexpr (!std::is_class_v<T> || !std::is_aggregate_v<T> || is_std_array<T>::value || std::is_empty_v<T>) {
+    return false;
+  } else {
+    constexpr std::size_t n = field_count<T>();
+    return n >= 1 && n <= 12;
+  }
+}
+
+/// The fields of a struct node as a tuple of references.
+template <class T>
+auto fields_of(T& x) {
+  constexpr std::size_t n = field_count<std::remove_cv_t<T>>();
+  // clang-format off
+  if constexpr (n == 1) { auto& [a] = x; return std::tie(a); }
+  else if constexpr (n == 2) { auto& [a, b] = x; return std::tie(a, b); }
+  else if constexpr (n == 3) { auto& [a, b, c] = x; return std::tie(a, b, c); }
+  else if constexpr (n == 4) { auto& [a, b, c, d] = x; return std::tie(a, b, c, d); }
+  else if constexpr (n == 5) { auto& [a, b, c, d, e] = x; return std::tie(a, b, c, d, e); }
+  else if constexpr (n == 6) { auto& [a, b, c, d, e, f] = x; return std::tie(a, b, c, d, e, f); }
+  else if constexpr (n == 7) { auto& [a, b, c, d, e, f, g] = x; return std::tie(a, b, c, d, e, f, g); }
+  else if constexpr (n == 8) { auto& [a, b, c, d, e, f, g, h] = x; return std::tie(a, b, c, d, e, f, g, h); }
+  else if constexpr (n == 9) { auto& [a, b, c, d, e, f, g, h, i] = x; return std::tie(a, b, c, d, e, f, g, h, i); }
+  else if constexpr (n == 10) { auto& [a, b, c, d, e, f, g, h, i, j] = x; return std::tie(a, b, c, d, e, f, g, h, i, j); }
+  else if constexpr (n == 11) { auto& [a, b, c, d, e, f, g, h, i, j, k] = x; return std::tie(a, b, c, d, e, f, g, h, i, j, k); }
+  else { auto& [a, b, c, d, e, f, g, h, i, j, k, l] = x; return std::tie(a, b, c, d, e, f, g, h, i, j, k, l); }
+  // clang-format on
+}
+
+/// The children of a node as a tuple of references (tuple, pair, std::array or struct).
+template <class T>
+auto children_of(T& x) {
+  using U = std::remove_cv_t<T>;
+  if constexpr (is_tuple_like<U>::value) {
+    return std::apply([](auto&... c) { return std::tie(c...); }, x);
+  } else if constexpr (is_std_array<U>::value) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::tie(x[I]...); }(
+               std::make_index_sequence<std::tuple_size_v<U>>{});
+  } else {
+    return fields_of(x);
+  }
+}
+
+/// A mapped leaf as JAX returns it: an expression is evaluated into an array.
+template <class R>
+auto as_leaf(R&& r) {
+  if constexpr (expression_node<R>) return eval(r);
+  else return std::forward<R>(r);
+}
+
+}  // namespace detail
+
+/// Whether T is a tree node (std::tuple, std::pair, std::array or a plain struct); anything
+/// else (an array, a number, an xtensor container) is a leaf.
+template <class T>
+concept tree_node = detail::is_tuple_like<std::remove_cvref_t<T>>::value ||
+                    detail::is_std_array<std::remove_cvref_t<T>>::value ||
+                    (detail::is_struct_node<std::remove_cvref_t<T>>() && !sharded_expression<T>);
+
+namespace detail {
+
+template <class T, class U>
+constexpr bool same_structure() {
+  using A = std::remove_cvref_t<T>;
+  using B = std::remove_cvref_t<U>;
+  if constexpr (tree_node<A> != tree_node<B>) {
+    return false;
+  } else if constexpr (!tree_node<A>) {
+    return true;
+  } else {
+    using CA = decltype(children_of(std::declval<A&>()));
+    using CB = decltype(children_of(std::declval<B&>()));
+    if constexpr (std::tuple_size_v<CA> != std::tuple_size_v<CB>) return false;
+    else if constexpr (is_tuple_like<A>::value != is_tuple_like<B>::value || is_std_array<A>::value != is_std_array<B>::value)
+      return false;
+    else
+      return []<std::size_t... I>(std::index_sequence<I...>) {
+        return (same_structure<std::tuple_element_t<I, CA>, std::tuple_element_t<I, CB>>() && ...);
+      }(std::make_index_sequence<std::tuple_size_v<CA>>{});
+  }
+}
+
+/// Rebuilds node T from mapped children: the same struct type (each field converted, so an
+/// evaluated expression becomes the field's array type), a tuple or pair of the results, or a
+/// std::array of them.
+template <class T, class Children>
+auto rebuild(Children&& c) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_tuple_like<U>::value) {
+    if constexpr (requires { typename U::first_type; })
+      return std::pair{std::get<0>(std::forward<Children>(c)), std::get<1>(std::forward<Children>(c))};
+    else
+      return std::apply([](auto&&... r) { return std::tuple{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+  } else if constexpr (is_std_array<U>::value) {
+    return std::apply([](auto&&... r) { return std::array{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+  } else {
+    return std::apply([](auto&&... r) { return U{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+  }
+}
+
+template <class F, class T, class... R>
+auto tree_map_impl(F& f, T& t, R&... rest) {
+  if constexpr (!tree_node<T>) {
+    return as_leaf(f(t, rest...));
+  } else {
+    auto ct = children_of(t);
+    auto cr = std::make_tuple(children_of(rest)...);
+    constexpr std::size_t n = std::tuple_size_v<decltype(ct)>;
+    auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::make_tuple([&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        return std::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
+      }(std::integral_constant<std::size_t, I>{})...);
+    }(std::make_index_sequence<n>{});
+    return rebuild<T>(std::move(mapped));
+  }
+}
+
+template <class T>
+auto leaves_impl(T& t) {
+  if constexpr (!tree_node<T>) {
+    return std::tuple<std::remove_cv_t<T>>{t};
+  } else {
+    return std::apply([](auto&... c) { return std::tuple_cat(leaves_impl(c)...); }, children_of(t));
+  }
+}
+
+}  // namespace detail
+
+/// jax.tree.map(f, tree, *rest): f applied to each leaf of `tree` and the leaves at the same
+/// places in `rest` (trees of the same structure, or a compile error saying so). The result has
+/// tree's structure; a leaf that f returns as an expression is evaluated into an array.
+template <class F, class T, class... R>
+auto tree_map(F&& f, T const& tree, R const&... rest) {
+  static_assert((detail::same_structure<T, R>() && ...),
+                "tessera::tree_map: the trees have different structures (node types, field counts or leaves where "
+                "the first tree has nodes); map trees shaped alike, as jax.tree.map requires");
+  if constexpr ((detail::same_structure<T, R>() && ...)) return detail::tree_map_impl(f, tree, rest...);
+}
+
+/// jax.tree.leaves(tree): the leaves in order (depth first, fields in declaration order), as a
+/// std::tuple of copies (arrays share their blocks, so a copy costs no data).
+template <class T>
+auto tree_leaves(T const& tree) {
+  return detail::leaves_impl(tree);
+}
+
+/// The number of leaves (len(jax.tree.leaves(tree))), known when the program compiles.
+template <class T>
+constexpr std::size_t tree_leaf_count = std::tuple_size_v<decltype(detail::leaves_impl(std::declval<T const&>()))>;
+
+/// jax.device_put(tree, shardings): every host leaf of `tree` put with the sharding at the same
+/// place in `shardings`, a tree of the same structure.
+template <tree_node T, tree_node S>
+auto device_put(T const& tree, S const& shardings) {
+  return tree_map([](auto const& host, auto const& sharding) { return device_put(host, sharding); }, tree, shardings);
+}
+
+}  // namespace tessera
