@@ -3,12 +3,15 @@
 // process_index, process_count, multihost_utils.process_allgather). The one tessera header
 // that includes <mpi.h> (through runtime/mpi_environment.hpp); link tessera::mpi (find_package(tessera COMPONENTS mpi)).
 //
-// What works across processes today: the processes and their devices are known to each other
-// (process_index, process_count, the global device count and each process's first global
-// device id), and host data and arrays are gathered from every process (process_allgather).
-// Meshes, and the arrays on them, are still made of one process's devices (docs/across-processes.md).
+// Meshes span every process's devices and arrays on them hold their own process's blocks;
+// element-wise work, device_put, make_array_from_process_local_data and process_allgather work
+// across processes. Moving blocks between processes is not done yet and is refused with a
+// message (docs/across-processes.md).
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <mutex>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +27,8 @@
 #include "tessera/detail/xtensor/xtensor.hpp"
 
 #include "tessera/array/array.hpp"
+#include "tessera/array/block_copy.hpp"
+#include "tessera/array/placement.hpp"
 #include "tessera/array/to_host.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
@@ -44,7 +49,7 @@ namespace distributed {
 
 /// jax.distributed.initialize() with jax_num_cpu_devices=k: this process joins the others of
 /// its MPI job and gets k logical devices (a tessera::runtime of k threads, current while the
-/// object lives). Global device ids are process-major: process p's devices are
+/// object lives; meshes made meanwhile may use every process's devices). Global device ids are process-major: process p's devices are
 /// first_device_id() to first_device_id() + k - 1, as JAX numbers them. MPI is initialised
 /// here only if it is not yet, and finalised only if it was initialised here.
 ///
@@ -68,6 +73,7 @@ class runtime {
       std::fflush(stderr);
       MPI_Abort(env_.comm(), 1);
     }
+    local_.pool().agree = nullptr;
     detail::current_distributed.store(nullptr);
   }
 
@@ -76,7 +82,7 @@ class runtime {
   /// jax.process_count()
   int process_count() const { return env_.size(); }
   /// jax.local_device_count()
-  int local_device_count() const { return local_.device_count(); }
+  int local_device_count() const { return local_.local_device_count(); }
   /// jax.device_count(): the devices of every process.
   int device_count() const { return global_devices_; }
   /// The global id of this process's device 0 (process-major numbering).
@@ -106,10 +112,25 @@ class runtime {
         throw std::invalid_argument("tessera::distributed::runtime: " + std::to_string(total) +
                                     " devices over all processes; at most 2^20");
       global_devices_ = static_cast<int>(total);
+      // From here meshes name every process's devices; this process runs its own.
+      std::vector<int> firsts(per_process_.size(), 0);
+      for (std::size_t r = 1; r < firsts.size(); ++r) firsts[r] = firsts[r - 1] + per_process_[r - 1];
+      local_.pool().set_process_span(first_device_, global_devices_, std::move(firsts));
+      local_.pool().agree = [this](std::uint64_t hash, char const* what) { agree_on(hash, what); };
     } catch (...) {
       detail::current_distributed.store(nullptr);
       throw;
     }
+  }
+  /// Every process gives `hash` of `what`; all of them throw together if any differs.
+  void agree_on(std::uint64_t hash, char const* what) const {
+    env_.check_caller(what);
+    std::lock_guard lock(env_.call_mutex());
+    auto const all = detail::mpi_allgather_values(env_, hash);
+    for (std::size_t p = 1; p < all.size(); ++p)
+      if (all[p] != all[0])
+        throw std::invalid_argument(std::string("tessera: ") + what + " differs between process 0 and process " +
+                                    std::to_string(p) + "; every process must give the same (checked in debug builds)");
   }
   static int checked_count(int k) {
     if (k < 1)
@@ -229,20 +250,129 @@ xt::xarray<T> process_allgather_host(xt::xarray<T> const& x, bool tiled) {
 
 }  // namespace detail
 
-/// multihost_utils.process_allgather(x, tiled): every process's x, on every process, stacked
-/// along a new leading dimension (tiled=false: shapes must be equal) or concatenated along
-/// dimension 0 (tiled=true: the other dimensions must be equal, dimension 0 may differ).
-/// x is host data (any xtensor expression) or a tessera::array of this process's devices.
+namespace detail {
+
+/// The global value of an array whose blocks are spread over processes: each process sends the
+/// first copy (replica 0) of every block its devices hold, in position order, and every process
+/// puts every block in place.
+template <class T, std::size_t N, class S>
+xt::xarray<T> gather_global(array<T, N, S> const& x) {
+  auto const* rt = current_distributed.load();
+  if (rt == nullptr) throw std::logic_error("tessera::process_allgather: no distributed runtime");
+  auto const& env = rt->environment();
+  env.check_caller("tessera::process_allgather");
+  auto const& s = x.sharding();
+  auto const& ids = s.device_ids();
+  auto const& pool = *x.pool();
+  auto const shape = x.shape();
+  std::vector<T> mine;
+  for (std::size_t p = 0; p < ids.size(); ++p) {
+    if (s.replica_id(p) != 0 || !pool.is_local(ids[p])) continue;
+    std::size_t const n = element_count(block_shape(s.block(p, shape)));
+    T const* b = x.block_data(p);
+    mine.insert(mine.end(), b, b + n);
+  }
+  std::vector<std::uint64_t> counts;
+  std::vector<std::byte> bytes;
+  {
+    std::lock_guard lock(env.call_mutex());
+    bytes = mpi_allgatherv_bytes(
+        env, std::span<std::byte const>(reinterpret_cast<std::byte const*>(mine.data()), mine.size() * sizeof(T)), counts);
+  }
+  auto const& per = rt->devices_per_process();
+  std::vector<std::size_t> offset(per.size() + 1, 0);
+  for (std::size_t r = 0; r < per.size(); ++r) offset[r + 1] = offset[r] + static_cast<std::size_t>(counts[r]);
+  std::vector<std::size_t> cursor(offset.begin(), offset.end() - 1);
+  auto out = xt::xtensor<T, N>::from_shape(shape);
+  auto const whole = full_block(shape);
+  for (std::size_t p = 0; p < ids.size(); ++p) {
+    if (s.replica_id(p) != 0) continue;
+    auto const block = s.block(p, shape);
+    std::size_t const n = element_count(block_shape(block));
+    auto const r = static_cast<std::size_t>(pool.process_of(ids[p]));
+    if (cursor[r] + n * sizeof(T) > offset[r + 1])
+      throw std::logic_error("tessera::process_allgather: process " + std::to_string(r) + " sent fewer bytes than its blocks need");
+    std::vector<T> tmp(n);
+    if (n != 0) std::memcpy(static_cast<void*>(tmp.data()), bytes.data() + cursor[r], n * sizeof(T));
+    copy_region(tmp.data(), block, out.data(), whole, block);
+    cursor[r] += n * sizeof(T);
+  }
+  return xt::xarray<T>(out);
+}
+
+}  // namespace detail
+
+/// multihost_utils.process_allgather(x, tiled). For host data, or an array of this process's
+/// devices only (fully addressable): every process's x, on every process, stacked along a new
+/// leading dimension (tiled=false: shapes must be equal) or concatenated along dimension 0
+/// (tiled=true: the other dimensions must be equal, dimension 0 may differ). For an array whose
+/// blocks are on several processes' devices: its global value, on every process.
 template <class E>
 auto process_allgather(E const& x, bool tiled = false) {
   if constexpr (array_type<E>) {
-    xt::xarray<typename E::value_type> host = to_host(x);
+    using T = typename E::value_type;
+    if (!x.is_fully_addressable()) return detail::gather_global(x);
+    xt::xarray<T> host = to_host(x);
     return detail::process_allgather_host(host, tiled);
   } else {
     using T = typename std::decay_t<E>::value_type;
     xt::xarray<T> host = x;
     return detail::process_allgather_host(host, tiled);
   }
+}
+
+/// jax.make_array_from_process_local_data(sharding, local_data, global_shape): a global array
+/// from each process's part of it. The blocks of this process's devices must cover a box of the
+/// global array (a process's rows, say); local_data is that box, in row-major order.
+template <class T, std::size_t N, class S>
+array<T, N, S> make_array_from_process_local_data(S const& s, xt::xtensor<T, N> const& local_data,
+                                                  shape_t<N> const& global_shape) {
+  auto const pool = detail::pool_for(s, "make_array_from_process_local_data");
+  auto const& ids = s.device_ids();
+  std::array<slice, N> box{};
+  bool any = false;
+  for (std::size_t p = 0; p < ids.size(); ++p) {
+    if (!pool->is_local(ids[p])) continue;
+    auto const b = s.block(p, global_shape);
+    for (std::size_t k = 0; k < N; ++k) {
+      box[k].start = any ? std::min(box[k].start, b[k].start) : b[k].start;
+      box[k].stop = any ? std::max(box[k].stop, b[k].stop) : b[k].stop;
+    }
+    any = true;
+  }
+  std::string const where = "tessera::make_array_from_process_local_data";
+  if (!any) throw std::invalid_argument(where + ": the sharding has none of this process's devices");
+  // The box must be covered by the local blocks exactly: their volumes (distinct blocks) add up to it.
+  std::vector<std::array<slice, N>> distinct;
+  for (std::size_t p = 0; p < ids.size(); ++p)
+    if (pool->is_local(ids[p])) {
+      auto const b = s.block(p, global_shape);
+      if (std::find(distinct.begin(), distinct.end(), b) == distinct.end()) distinct.push_back(b);
+    }
+  std::size_t covered = 0;
+  for (auto const& b : distinct) covered += detail::element_count(detail::block_shape(b));
+  auto const box_shape = detail::block_shape(box);
+  if (covered != detail::element_count(box_shape))
+    throw std::invalid_argument(where + ": this process's devices hold blocks that do not form one box of the global "
+                                "array (its devices are not contiguous along the sharded axes); order the mesh so each "
+                                "process holds a contiguous part");
+  for (std::size_t k = 0; k < N; ++k)
+    if (local_data.shape()[k] != box_shape[k]) {
+      std::ostringstream os;
+      os << where << ": process " << process_index() << " gives local data of shape (";
+      for (std::size_t i = 0; i < N; ++i) os << (i ? ", " : "") << local_data.shape()[i];
+      os << ") but its devices hold a part of shape (";
+      for (std::size_t i = 0; i < N; ++i) os << (i ? ", " : "") << box_shape[i];
+      os << ") of the global shape (";
+      for (std::size_t i = 0; i < N; ++i) os << (i ? ", " : "") << global_shape[i];
+      os << ")";
+      throw std::invalid_argument(os.str());
+    }
+  // local_data holds the box (global coordinates); each device copies its block out of it.
+  return detail::build_array<T, N, S>(s, global_shape, "device_put",
+                                      [&](std::size_t, std::array<slice, N> const& block, T* out) {
+                                        detail::copy_region(local_data.data(), box, out, block, block);
+                                      });
 }
 
 }  // namespace tessera

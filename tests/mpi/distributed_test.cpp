@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xview.hpp>
 
 #include <tessera/tessera.hpp>
 
@@ -85,7 +86,7 @@ void check_gathers(tessera::distributed::runtime& rt) {
   for (int p = 0; p < n; ++p) EXPECT(scalars(static_cast<std::size_t>(p)) == p * p);
 
   // A tessera::array of this process's devices (seed 004's process_allgather of an array).
-  auto mesh = tessera::make_mesh<"x">({rt.local_device_count()});
+  auto mesh = tessera::make_mesh<"x">({rt.local_device_count()}, tessera::local_devices());
   xt::xtensor<float, 1> local = xt::arange<float>(8.0f) * static_cast<float>(me + 1);
   auto x = tessera::device_put(local, tessera::named_sharding(mesh, tessera::P<"x">{}));
   auto const gathered = tessera::process_allgather(x);
@@ -123,6 +124,91 @@ void check_gathers(tessera::distributed::runtime& rt) {
   }
 }
 
+/// The value every process expects at (i, j) of the global test arrays.
+float global_value(std::size_t i, std::size_t j) { return static_cast<float>(i * 10 + j); }
+
+/// Arrays on meshes spanning every process: each process holds its devices' blocks only.
+void check_global(tessera::distributed::runtime& rt) {
+  int const me = rt.process_index(), n = rt.process_count();
+  std::size_t const rows_per_process = 4, cols = 3;
+  std::size_t const rows = rows_per_process * static_cast<std::size_t>(n);
+  auto mesh = tessera::make_mesh<"data">({rt.device_count()});  // process-major: this process's devices are contiguous
+  auto const rows_sharding = tessera::named_sharding(mesh, tessera::P<"data", tessera::none>{});
+  // make_array_from_process_local_data: this process's 4 rows of the global (4n, 3) array.
+  xt::xtensor<float, 2> local = xt::zeros<float>({rows_per_process, cols});
+  for (std::size_t i = 0; i < rows_per_process; ++i)
+    for (std::size_t j = 0; j < cols; ++j) local(i, j) = global_value(static_cast<std::size_t>(me) * rows_per_process + i, j);
+  auto x = tessera::make_array_from_process_local_data(rows_sharding, local, {rows, cols});
+  EXPECT(x.is_fully_addressable() == (n == 1));
+  auto const shards = x.addressable_shards();
+  EXPECT(shards.size() == 2);
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    EXPECT(shards[k].device == rt.first_device_id() + static_cast<int>(k));
+    std::size_t const r0 = shards[k].index[0].start;
+    EXPECT(r0 == static_cast<std::size_t>(me) * rows_per_process + 2 * k);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < cols; ++j) EXPECT(shards[k].data(i, j) == global_value(r0 + i, j));
+  }
+  // Element-wise work on arrays laid out alike needs no other process: each runs its blocks.
+  tessera::array y = 2.0f * x + 1.0f;
+  // The global value, on every process (tiled: with one process the array is fully addressable
+  // and gathered as host-local data, concatenated).
+  auto const all = tessera::process_allgather(y, true);
+  EXPECT(all.dimension() == 2 && all.shape()[0] == rows && all.shape()[1] == cols);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) EXPECT(all(i, j) == 2.0f * global_value(i, j) + 1.0f);
+  // device_put of host data every process has (checked alike in debug builds).
+  xt::xtensor<float, 2> host = xt::zeros<float>({rows, cols});
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) host(i, j) = global_value(i, j);
+  auto z = tessera::device_put(host, rows_sharding);
+  auto const zall = tessera::process_allgather(z, true);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) EXPECT(zall(i, j) == host(i, j));
+  // A 2-D mesh over the processes and their devices: (data, model), rows by process and columns by device.
+  auto mesh2 = tessera::make_mesh<"data", "model">({n, 2});
+  xt::xtensor<float, 2> host2 = xt::zeros<float>({static_cast<std::size_t>(2 * n), std::size_t{4}});
+  for (std::size_t i = 0; i < host2.shape()[0]; ++i)
+    for (std::size_t j = 0; j < 4; ++j) host2(i, j) = global_value(i, j);
+  auto const s2 = tessera::named_sharding(mesh2, tessera::P<"data", "model">{});
+  xt::xtensor<float, 2> local2 = xt::view(host2, xt::range(2 * me, 2 * me + 2), xt::all());
+  auto w = tessera::make_array_from_process_local_data(s2, local2, {host2.shape()[0], 4});
+  tessera::array w2 = w * w;
+  auto const wall = tessera::process_allgather(w2, true);
+  for (std::size_t i = 0; i < host2.shape()[0]; ++i)
+    for (std::size_t j = 0; j < 4; ++j) EXPECT(wall(i, j) == host2(i, j) * host2(i, j));
+  // A replicated array is every process's: replicated -> sharded needs no other process.
+  auto rep = tessera::device_put(host, tessera::named_sharding(mesh, tessera::P<>{}));
+  auto resharded = tessera::device_put(rep, rows_sharding);
+  auto const rall = tessera::process_allgather(resharded, true);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) EXPECT(rall(i, j) == host(i, j));
+  if (n > 1) {
+    // What is not done across processes yet fails with a message, on every process, never a hang.
+    EXPECT(error_of([&] { (void)tessera::to_host(x); }).find("process_allgather") != std::string::npos);
+    EXPECT(error_of([&] { (void)tessera::eval(tessera::sum<0>(x)); }).find("collectives between processes are not done yet") != std::string::npos);
+    auto body = [](auto blk) { return xt::xtensor<float, 2>(blk); };
+    EXPECT(error_of([&] {
+             (void)tessera::shard_map(body, mesh, tessera::in_specs(tessera::P<"data", tessera::none>{}),
+                                      tessera::out_specs(tessera::P<"data", tessera::none>{}))(x);
+           }).find("collectives between processes are not done yet") != std::string::npos);
+    // sharded -> replicated needs the other processes' blocks: refused, naming a remote device.
+    EXPECT(error_of([&] { (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{})); })
+               .find("belongs to another process") != std::string::npos);
+    // Local data of the wrong shape names both shapes.
+    xt::xtensor<float, 2> wrong = xt::zeros<float>({rows_per_process + 1, cols});
+    EXPECT(error_of([&] { (void)tessera::make_array_from_process_local_data(rows_sharding, wrong, {rows, cols}); })
+               .find("gives local data of shape (5, 3) but its devices hold a part of shape (4, 3)") != std::string::npos);
+#ifndef NDEBUG
+    // Different host data on different processes: debug builds refuse it on every process.
+    xt::xtensor<float, 2> differs = host;
+    differs(0, 0) = static_cast<float>(me);
+    EXPECT(error_of([&] { (void)tessera::device_put(differs, rows_sharding); })
+               .find("the host data given to device_put differs between process 0 and process") != std::string::npos);
+#endif
+  }
+}
+
 void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_size) {
   EXPECT(rt.process_index() == world_rank);
   EXPECT(rt.process_count() == world_size);
@@ -132,11 +218,14 @@ void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_
   EXPECT(rt.device_count() == 2 * world_size);
   EXPECT(rt.first_device_id() == 2 * world_rank);  // process-major, as JAX numbers devices
   EXPECT(rt.mpi_thread_level() >= MPI_THREAD_FUNNELED);
-  EXPECT(tessera::device_count() == 2);  // meshes are still made of this process's devices
+  EXPECT(tessera::device_count() == 2 * world_size);  // jax.device_count(): every process's
+  EXPECT(tessera::local_device_count() == 2);
+  EXPECT(tessera::local_devices() == (std::vector<int>{2 * world_rank, 2 * world_rank + 1}));
   int cmp = MPI_UNEQUAL;
   MPI_Comm_compare(rt.communicator(), MPI_COMM_WORLD, &cmp);
   EXPECT(cmp == MPI_CONGRUENT);  // a duplicate, not MPI_COMM_WORLD itself
   check_gathers(rt);
+  check_global(rt);
 }
 
 /// Every process's failure count, summed (after the runtime is gone, on MPI_COMM_WORLD).

@@ -9,6 +9,8 @@
 #include <memory>
 #include <ostream>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -53,6 +55,17 @@ concept same_layout_shardings = requires {
   typename S2::mesh_type;
 } && std::is_same_v<typename S1::mesh_type, typename S2::mesh_type> && same_layout(S1::spec_dims, S2::spec_dims);
 
+/// An operation needed a block of another process's device; across processes, only
+/// element-wise work on arrays laid out alike, device_put, make_array_from_process_local_data
+/// and process_allgather are done so far (docs/across-processes.md).
+[[noreturn]] inline void throw_not_addressable(int device, int first, int local) {
+  throw std::runtime_error("tessera: this operation needs the block of device " + std::to_string(device) +
+                           ", which belongs to another process (this process has devices " + std::to_string(first) +
+                           " to " + std::to_string(first + local - 1) +
+                           "); moving blocks between processes (reshard, reductions, matmul partial sums, shard_map "
+                           "collectives) is not done yet: gather with tessera::process_allgather");
+}
+
 /// What an array owns; shared between copies of the array, since arrays are immutable like jax.Array.
 template <class T, std::size_t N, class S>
 struct array_storage {
@@ -94,6 +107,10 @@ class array {
     auto const& ids = st_->sharding.device_ids();
     st_->buffers.reserve(ids.size());
     for (std::size_t p = 0; p < ids.size(); ++p) {
+      if (!st_->pool->is_local(ids[p])) {  // another process's block: that process copies it
+        st_->buffers.emplace_back();
+        continue;
+      }
       std::size_t const n = detail::element_count(detail::block_shape(st_->sharding.block(p, st_->shape)));
       device_buffer<T> b(n, device_buffer<T>::uninitialized, &st_->pool->memory(ids[p]));
       std::copy(o.block_data(p), o.block_data(p) + n, b.data());
@@ -121,12 +138,19 @@ class array {
     std::sort(ids.begin(), ids.end());
     return ids;
   }
-  /// x.addressable_shards: one shard per device, in the sharding's device order.
+  /// x.is_fully_addressable: every block is on this process's devices.
+  bool is_fully_addressable() const {
+    for (int d : st_->sharding.device_ids())
+      if (!st_->pool->is_local(d)) return false;
+    return true;
+  }
+  /// x.addressable_shards: one shard per device of this process, in the sharding's device order.
   std::vector<shard<T, N>> addressable_shards() const {
     std::vector<shard<T, N>> out;
     auto const& ids = st_->sharding.device_ids();
     out.reserve(ids.size());
     for (std::size_t p = 0; p < ids.size(); ++p) {
+      if (!st_->pool->is_local(ids[p])) continue;
       auto const index = st_->sharding.block(p, st_->shape);
       auto const& buf = st_->buffers[p];
       out.push_back(shard<T, N>{ids[p], index, st_->sharding.replica_id(p),
@@ -135,8 +159,14 @@ class array {
     return out;
   }
 
-  /// The block held by the device at position `pos` of the sharding (library use).
-  T const* block_data(std::size_t pos) const { return st_->buffers[pos].data(); }
+  /// The block held by the device at position `pos` of the sharding (library use). Another
+  /// process's block is not here: an operation that needs it (a reshard, a reduction across
+  /// processes) is refused instead of reading memory that is not there.
+  T const* block_data(std::size_t pos) const {
+    int const d = st_->sharding.device_ids()[pos];
+    if (!st_->pool->is_local(d)) detail::throw_not_addressable(d, st_->pool->first_id(), st_->pool->size());
+    return st_->buffers[pos].data();
+  }
   /// The pool whose threads own the blocks.
   std::shared_ptr<detail::device_pool> const& pool() const { return st_->pool; }
 

@@ -3,6 +3,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -28,9 +29,25 @@ concept row_major_contiguous = xt::has_data_interface<std::decay_t<E>>::value &&
   std::decay_t<E>::static_layout;
 } && std::decay_t<E>::contiguous_layout && (std::decay_t<E>::static_layout == xt::layout_type::row_major);
 
+/// FNV-1a of bytes: what processes compare before a device_put of host data.
+inline std::uint64_t fnv1a(void const* p, std::size_t n, std::uint64_t h = 14695981039346656037ull) {
+  auto const* b = static_cast<unsigned char const*>(p);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 template <class T, std::size_t N, class S>
 array<T, N, S> put_host(T const* data, shape_t<N> const& shape, S const& s) {
   auto const whole = full_block(shape);
+#ifndef NDEBUG
+  // Across processes each fills its own blocks from its own copy of the data, which must be the
+  // same everywhere (JAX asserts it too); debug builds compare a hash of it first.
+  if (auto const pool = pool_for(s, "device_put");
+      pool->agree && pool->spans_processes(std::span<int const>(s.device_ids()))) {
+    std::uint64_t h = fnv1a(shape.data(), sizeof(shape));
+    pool->agree(fnv1a(data, element_count(shape) * sizeof(T), h), "the host data given to device_put");
+  }
+#endif
   return build_array<T, N, S>(s, shape, "device_put", [&](std::size_t, std::array<slice, N> const& block, T* out) {
     copy_region(data, whole, out, block, block);
   });
@@ -137,7 +154,13 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
       auto const sb = src.block(p, shape);
       std::array<slice, N> region{};
       if (!detail::intersect(sb, block, region)) continue;
-      std::size_t const from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
+      std::size_t from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
+      if (!x.pool()->is_local(src_ids[from]))  // another process's copy: read one of ours, if we hold the block
+        for (std::size_t q = 0; q < src_ids.size(); ++q)
+          if (x.pool()->is_local(src_ids[q]) && src.block(q, shape) == sb) {
+            from = q;
+            break;
+          }
       detail::copy_region(x.block_data(from), sb, out, block, region);
     }
   });

@@ -46,12 +46,25 @@ std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
                                 "make the mesh again while a runtime lives");
   long long highest = -1;
   for (int d : s.device_ids()) highest = d > highest ? d : highest;
-  if (highest >= pool->size())
+  if (highest >= pool->global_size())
     throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
                                 std::to_string(highest) + " but " + pool->name() + " has devices 0 to " +
-                                std::to_string(pool->size() - 1) + "; create tessera::runtime{" +
+                                std::to_string(pool->global_size() - 1) + "; create tessera::runtime{" +
                                 std::to_string(highest + 1) + "} (or more) before making the mesh");
   return pool;
+}
+
+/// Refuses work whose devices exchange data when some of them are another process's: the
+/// exchanges between processes are not done yet, and waiting for devices that never come here
+/// would hang (docs/across-processes.md).
+inline void require_one_process(device_pool const& pool, std::vector<int> const& ids, char const* where) {
+  for (int d : ids)
+    if (!pool.is_local(d))
+      throw std::runtime_error(std::string("tessera::") + where + ": the mesh has device " + std::to_string(d) +
+                               " of another process (this process has devices " + std::to_string(pool.first_id()) +
+                               " to " + std::to_string(pool.first_id() + pool.size() - 1) +
+                               "); collectives between processes are not done yet: use a mesh of this process's "
+                               "devices, or gather with tessera::process_allgather");
 }
 
 /// An argument of jit or shard_map must live on the devices it is computed on; JAX too refuses
@@ -74,7 +87,7 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
   (void)checked_element_count<T>(shape, where);
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
   st->buffers.resize(s.num_devices());
-  auto const pos_of = positions_by_device(s, st->pool->size());
+  auto const pos_of = positions_by_device(s, st->pool->global_size());  // this process's blocks only: run skips the others
   trace_label const label = tracing() ? this_trace_label : trace_label{};
   st->pool->run(std::span<int const>(s.device_ids()), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);

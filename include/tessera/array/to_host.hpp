@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "tessera/detail/xtensor/xtensor.hpp"
@@ -17,11 +18,15 @@ namespace tessera {
 /// it into place, in parallel; reusing `out` avoids the host's page faults.
 template <class T, std::size_t N, class S>
 void to_host(array<T, N, S> const& x, xt::xtensor<T, N>& out) {
+  if (!x.is_fully_addressable())
+    throw std::invalid_argument(
+        "tessera::to_host: the array has blocks on devices of other processes (it is not fully addressable); "
+        "gather it with tessera::process_allgather(x), as multihost_utils.process_allgather");
   if (out.shape() != x.shape()) out.resize(x.shape());
   auto const& s = x.sharding();
   auto const whole = detail::full_block(x.shape());
   std::vector<int> writers;
-  std::vector<std::size_t> pos_of(static_cast<std::size_t>(x.pool()->size()), 0);
+  std::vector<std::size_t> pos_of(static_cast<std::size_t>(x.pool()->global_size()), 0);
   for (std::size_t p = 0; p < s.num_devices(); ++p) {
     if (s.replica_id(p) != 0) continue;
     if (detail::element_count(detail::block_shape(s.block(p, x.shape()))) == 0) continue;

@@ -245,6 +245,7 @@ class reduction : public expression_tag {
     for (std::size_t k : axes) reduced[k + Q - N] = true;
 
     auto pool = detail::pool_for(s, "reduction");
+    detail::require_one_process(*pool, m.device_ids(), "reduction");
     std::size_t const n = m.num_devices();
     detail::team t(n, m.device_ids());
     std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());

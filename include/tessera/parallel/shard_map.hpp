@@ -271,6 +271,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     using owned_t =
         std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>(), nullptr))...>;
     auto pool = detail::pool_for(named_sharding<Mesh, P<>>(mesh_, P<>{}), "shard_map");
+    detail::require_one_process(*pool, mesh_.device_ids(), "shard_map");
     std::size_t const n = mesh_.num_devices();
     detail::team t(n, mesh_.device_ids());
     std::vector<std::optional<owned_t>> results(n);

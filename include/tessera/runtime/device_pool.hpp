@@ -79,6 +79,7 @@ class device_pool {
       throw std::invalid_argument("tessera::runtime: the number of devices must be at least 1, got " +
                                   std::to_string(num_devices));
     n_ = num_devices;
+    global_ = num_devices;
     // Devices plus the dispatching thread compete for cores.
     worker_spin_ = spin_budget(static_cast<unsigned>(n_));
     caller_spin_ = spin_budget(static_cast<unsigned>(n_));
@@ -112,18 +113,53 @@ class device_pool {
   device_pool& operator=(device_pool const&) = delete;
   ~device_pool() { stop_and_join(); }
 
-  /// Number of logical devices.
+  /// Number of logical devices of this process (jax.local_device_count()).
   int size() const { return n_; }
+  /// Number of devices of every process (jax.device_count()): size() unless processes joined.
+  int global_size() const { return global_; }
+  /// The global id of this process's device 0 (process-major ids, as JAX numbers them).
+  int first_id() const { return first_; }
+  /// Whether global device id d is one of this process's devices (addressable here).
+  bool is_local(int d) const { return d >= first_ && d < first_ + n_; }
+  /// Whether other processes' devices are in the id space (a distributed runtime joined).
+  bool spans_processes() const { return global_ != n_; }
+  /// The process whose device global id d is (0 without a distributed runtime).
+  int process_of(int d) const {
+    auto it = std::upper_bound(process_first_.begin(), process_first_.end(), d);
+    return it == process_first_.begin() ? 0 : static_cast<int>(it - process_first_.begin()) - 1;
+  }
+  /// Whether the devices `ids` belong to more than one process: the same answer in every
+  /// process, so that all of them take, or all skip, a step they take together.
+  bool spans_processes(std::span<int const> ids) const {
+    for (int d : ids)
+      if (process_of(d) != process_of(ids.front())) return true;
+    return false;
+  }
+  /// Places this process's devices at global ids first .. first + size() - 1 of `global`;
+  /// `process_first` lists each process's first id (tessera::distributed::runtime, once,
+  /// before any mesh is made).
+  void set_process_span(int first, int global, std::vector<int> process_first) {
+    if (first < 0 || global < n_ || first > global - n_)
+      throw std::invalid_argument("tessera: devices " + std::to_string(first) + " to " + std::to_string(first + n_ - 1) +
+                                  " do not fit in " + std::to_string(global) + " global devices");
+    first_ = first;
+    global_ = global;
+    process_first_ = std::move(process_first);
+  }
+  /// What the processes agree on before they act together (debug builds compare the host data
+  /// every process gives device_put): called with a hash and what it is of; throws on disagreement.
+  std::function<void(std::uint64_t, char const*)> agree;
   /// A number naming this pool in messages: 1 for the first made in the process, then 2, ...
   std::uint64_t id() const { return id_; }
   /// "runtime 2 (4 devices)", for messages.
   std::string name() const {
     return "runtime " + std::to_string(id_) + " (" + std::to_string(n_) + (n_ == 1 ? " device)" : " devices)");
   }
-  /// Device d's memory (its cache of freed blocks).
-  device_memory& memory(int d) const { return memory_[static_cast<std::size_t>(d)]; }
+  /// Device d's memory (its cache of freed blocks); d is a global id of this process's devices.
+  device_memory& memory(int d) const { return memory_[static_cast<std::size_t>(d - first_)]; }
 
-  /// Runs f(device) on each listed device's own thread and waits for all of them.
+  /// Runs f(device) on each listed device's own thread and waits for all of them. Ids are
+  /// global; devices of other processes are skipped (their process runs the same call).
   /// Exceptions are collected per device and rethrown here as one device_error.
   template <class F>
   void run(std::span<int const> devices, F&& f) {
@@ -131,46 +167,52 @@ class device_pool {
       throw std::logic_error("tessera: a dispatch to the devices was started from device " +
                              std::to_string(this_device_thread.device) +
                              "'s own thread; per-device code must not start another dispatch on the same runtime");
-    for (int d : devices)
-      if (d < 0 || d >= n_)
+    int local_count = 0;
+    for (int d : devices) {
+      if (d < 0 || d >= global_)
         throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
-                                std::to_string(n_) + " devices");
-    if (devices.empty()) return;
+                                std::to_string(global_) + " devices");
+      local_count += is_local(d) ? 1 : 0;
+    }
+    if (local_count == 0) return;
     trace_span span("dispatch", "dispatch");  // on the calling thread: from the wake-up to the last device done
     nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
     std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
     task_fn_ = fn;
     task_ctx_ = const_cast<void*>(static_cast<void const*>(std::addressof(f)));
-    remaining_.store(static_cast<int>(devices.size()), std::memory_order_relaxed);
+    remaining_.store(local_count, std::memory_order_relaxed);
     std::uint32_t const done_before = done_.load();
     for (int d : devices) {
+      if (!is_local(d)) continue;
       // A device listed twice would be woken once and counted twice: the wait would never end.
       // The `active` flags find it without an allocation on the dispatch path.
-      if (slot_of(d).active) {
-        for (int e : devices) slot_of(e).active = false;
+      if (slot_of(d - first_).active) {
+        for (int e : devices)
+          if (is_local(e)) slot_of(e - first_).active = false;
         throw std::invalid_argument("tessera: device id " + std::to_string(d) +
                                     " is listed twice in one dispatch; each device runs the task once");
       }
-      slot_of(d).error = nullptr;
-      slot_of(d).active = true;
+      slot_of(d - first_).error = nullptr;
+      slot_of(d - first_).active = true;
     }
-    for (int d : devices) wake(d);
+    for (int d : devices)
+      if (is_local(d)) wake(d - first_);
     done_.wait_for_change(done_before, caller_spin_);
     std::vector<device_error::failure> failures;
     for (int d = 0; d < n_; ++d) {
       if (!slot_of(d).active) continue;
       slot_of(d).active = false;
-      if (slot_of(d).error) failures.emplace_back(d, std::exchange(slot_of(d).error, nullptr));
+      if (slot_of(d).error) failures.emplace_back(d + first_, std::exchange(slot_of(d).error, nullptr));
     }
     if (!failures.empty()) throw device_error(std::move(failures));
   }
 
-  /// Runs f(device) on every device.
+  /// Runs f(device) on every device of this process.
   template <class F>
   void run_all(F&& f) {
     std::vector<int> all(static_cast<std::size_t>(n_));
-    for (int d = 0; d < n_; ++d) all[static_cast<std::size_t>(d)] = d;
+    for (int d = 0; d < n_; ++d) all[static_cast<std::size_t>(d)] = first_ + d;
     run(std::span<int const>(all), std::forward<F>(f));
   }
 
@@ -270,7 +312,7 @@ class device_pool {
       if (stopping_.load(std::memory_order_acquire)) return;
       try {
         trace_span span("dispatch", "task");
-        task_fn_(task_ctx_, d);
+        task_fn_(task_ctx_, first_ + d);  // the global id
       } catch (...) {
         slot_of(d).error = std::current_exception();
       }
@@ -282,6 +324,9 @@ class device_pool {
 
   std::uint64_t id_;
   int n_ = 0;
+  int first_ = 0;   // global id of device 0
+  int global_ = 0;  // devices of every process
+  std::vector<int> process_first_{0};  // each process's first global id
   std::uint32_t worker_spin_ = 0;
   std::uint32_t caller_spin_ = 0;
   std::unique_ptr<slot[]> slots_;

@@ -16,7 +16,7 @@ namespace detail {
 template <class Mesh, std::size_t R>
 Mesh mesh_on_runtime(std::array<int, R> const& sizes, std::vector<int> ids, bool explicit_ids) {
   auto const pool = current_pool();
-  int const have = pool->size();
+  int const have = pool->global_size();  // a mesh may span processes (process-major ids)
   if (!explicit_ids) {
     // Sizes below 1 are left to the mesh's own message; the product of the others is checked
     // for overflow (three axes of 2^31 - 1 do not fit in 64 bits).

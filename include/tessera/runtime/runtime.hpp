@@ -103,8 +103,10 @@ class runtime {
     if (it != r.live.end()) r.live.erase(it);
   }
 
-  /// len(jax.devices())
-  int device_count() const { return pool_->size(); }
+  /// len(jax.devices()): every process's devices once processes joined (tessera/distributed.hpp).
+  int device_count() const { return pool_->global_size(); }
+  /// jax.local_device_count(): this process's devices.
+  int local_device_count() const { return pool_->size(); }
   /// A number naming this runtime in messages (`runtime 2 (4 devices)`).
   std::uint64_t id() const { return pool_->id(); }
   /// The underlying pool, to run per-device code directly.
@@ -114,13 +116,24 @@ class runtime {
   std::shared_ptr<detail::device_pool> pool_;
 };
 
-/// jax.device_count(): devices of the current runtime.
-inline int device_count() { return detail::current_pool()->size(); }
+/// jax.device_count(): devices of the current runtime, of every process once processes joined.
+inline int device_count() { return detail::current_pool()->global_size(); }
 
-/// jax.devices(): ids of the current runtime's devices.
+/// jax.local_device_count(): the current runtime's devices in this process.
+inline int local_device_count() { return detail::current_pool()->size(); }
+
+/// jax.devices(): ids of the current runtime's devices (of every process).
 inline std::vector<int> devices() {
   std::vector<int> ids(static_cast<std::size_t>(device_count()));
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+  return ids;
+}
+
+/// jax.local_devices(): ids of this process's devices.
+inline std::vector<int> local_devices() {
+  auto const pool = detail::current_pool();
+  std::vector<int> ids(static_cast<std::size_t>(pool->size()));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = pool->first_id() + static_cast<int>(i);
   return ids;
 }
 
