@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# tessera::process_allgather against MPI_Allgather of the same bytes (issue 15), under mpirun
+# with 2 processes of 1 device; prints the machine line and one table. Builds the benchmark in
+# build/bench-mpi (Release) first.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD:-$ROOT/build/bench-mpi}
+cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=ON -DTESSERA_BUILD_TESTS=OFF \
+  -DTESSERA_BUILD_EXAMPLES=OFF > /dev/null
+cmake --build "$build" --target bench_process_allgather -j 2 > /dev/null
+flags=(--oversubscribe --bind-to none)
+[[ $(id -u) == 0 ]] && flags+=(--allow-run-as-root)
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) CPUs; $(mpirun --version | head -1); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| bytes per process | processes | tessera::process_allgather | MPI_Allgather | tessera/MPI |"
+echo "|---|---|---|---|---|"
+for np in ${NPS:-2}; do
+  OMPI_MCA_mpi_yield_when_idle=1 mpirun "${flags[@]}" -np "$np" "$build/bench/bench_process_allgather" |
+    awk '{ printf "| %s | %s | %s s | %s s | %s |\n", $1, $2, $3, $4, $5 }'
+done
