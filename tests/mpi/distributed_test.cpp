@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +150,11 @@ void check_global(tessera::distributed::runtime& rt) {
     for (std::size_t i = 0; i < 2; ++i)
       for (std::size_t j = 0; j < cols; ++j) EXPECT(shards[k].data(i, j) == global_value(r0 + i, j));
   }
+  // visualize_array_sharding: drawn by process 0 only.
+  std::ostringstream drawn;
+  tessera::visualize_array_sharding(x, drawn);
+  EXPECT(drawn.str().empty() == (me != 0));
+  if (me == 0) EXPECT(drawn.str().find("CPU " + std::to_string(rt.device_count() - 1)) != std::string::npos);
   // Element-wise work on arrays laid out alike needs no other process: each runs its blocks.
   tessera::array y = 2.0f * x + 1.0f;
   // The global value, on every process (tiled: with one process the array is fully addressable
