@@ -28,6 +28,7 @@
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/block_copy.hpp"
+#include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/to_host.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
@@ -185,31 +186,31 @@ inline std::string dims_string(gather_header const& h) {
   return s + (h.rank == 1 ? ",)" : ")");
 }
 
-/// Gathers each process's row-major host data; every process checks every header, so all of
-/// them throw the same error together (none is left waiting).
+/// Gathers each process's row-major host data (`data`, of `shape`); every process checks every
+/// header, so all of them throw the same error together (none is left waiting).
 template <class T>
-xt::xarray<T> process_allgather_host(xt::xarray<T> const& x, bool tiled) {
+xt::xarray<T> process_allgather_host(T const* data, std::vector<std::size_t> const& shape, bool tiled) {
   auto const* rt = current_distributed.load();
+  std::size_t count = 1;
+  for (auto d : shape) count *= d;
   if (rt == nullptr) {  // one process: the data itself, stacked or not
-    if (tiled) return x;
-    auto shape = x.shape();
-    std::vector<std::size_t> s{1};
-    s.insert(s.end(), shape.begin(), shape.end());
-    xt::xarray<T> out = x;
-    out.reshape(s);
+    std::vector<std::size_t> s = shape;
+    if (!tiled) s.insert(s.begin(), 1);
+    xt::xarray<T> out = xt::xarray<T>::from_shape(s);
+    std::copy(data, data + count, out.data());
     return out;
   }
   auto const& env = rt->environment();
   env.check_caller("tessera::process_allgather");
-  if (x.dimension() > 8) throw std::invalid_argument("tessera::process_allgather: rank above 8 is not supported");
-  if (tiled && x.dimension() == 0)
+  if (shape.size() > 8) throw std::invalid_argument("tessera::process_allgather: rank above 8 is not supported");
+  if (tiled && shape.empty())
     throw std::invalid_argument("tessera::process_allgather: tiled=true concatenates along dimension 0, and a scalar has none");
   gather_header mine;
   mine.elem_size = sizeof(T);
   mine.elem_kind = elem_kind<T>();
-  mine.rank = static_cast<std::uint32_t>(x.dimension());
+  mine.rank = static_cast<std::uint32_t>(shape.size());
   mine.tiled = tiled ? 1u : 0u;
-  for (std::size_t i = 0; i < x.dimension(); ++i) mine.dims[i] = x.shape()[i];
+  for (std::size_t i = 0; i < shape.size(); ++i) mine.dims[i] = shape[i];
   std::lock_guard lock(env.call_mutex());
   auto const all = mpi_allgather_values(env, mine);
   for (std::size_t p = 1; p < all.size(); ++p) {
@@ -227,24 +228,26 @@ xt::xarray<T> process_allgather_host(xt::xarray<T> const& x, bool tiled) {
       throw std::invalid_argument(os.str());
     }
   }
+  // Every process's byte count follows from its header: no second exchange before the data.
   std::vector<std::uint64_t> counts;
-  auto const bytes = mpi_allgatherv_bytes(
-      env, std::span<std::byte const>(reinterpret_cast<std::byte const*>(x.data()), x.size() * sizeof(T)), counts);
-  std::vector<std::size_t> shape;
+  for (auto const& h : all) {
+    std::uint64_t n = sizeof(T);
+    for (std::uint32_t i = 0; i < h.rank; ++i) n *= h.dims[i];
+    counts.push_back(n);
+  }
+  std::vector<std::size_t> out_shape;
   if (tiled) {
     std::uint64_t rows = 0;
     for (auto const& h : all) rows += h.dims[0];
-    shape.push_back(static_cast<std::size_t>(rows));
-    for (std::size_t i = 1; i < x.dimension(); ++i) shape.push_back(x.shape()[i]);
+    out_shape.push_back(static_cast<std::size_t>(rows));
+    out_shape.insert(out_shape.end(), shape.begin() + 1, shape.end());
   } else {
-    shape.push_back(all.size());
-    for (std::size_t i = 0; i < x.dimension(); ++i) shape.push_back(x.shape()[i]);
+    out_shape.push_back(all.size());
+    out_shape.insert(out_shape.end(), shape.begin(), shape.end());
   }
-  xt::xarray<T> out = xt::xarray<T>::from_shape(shape);
-  if (bytes.size() != out.size() * sizeof(T))
-    throw std::logic_error("tessera::process_allgather: received " + std::to_string(bytes.size()) + " bytes, expected " +
-                           std::to_string(out.size() * sizeof(T)));
-  if (!bytes.empty()) std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+  xt::xarray<T> out = xt::xarray<T>::from_shape(out_shape);
+  mpi_allgatherv_into(env, std::span<std::byte const>(reinterpret_cast<std::byte const*>(data), count * sizeof(T)),
+                      counts, reinterpret_cast<std::byte*>(out.data()));
   return out;
 }
 
@@ -312,12 +315,16 @@ auto process_allgather(E const& x, bool tiled = false) {
   if constexpr (array_type<E>) {
     using T = typename E::value_type;
     if (!x.is_fully_addressable()) return detail::gather_global(x);
-    xt::xarray<T> host = to_host(x);
-    return detail::process_allgather_host(host, tiled);
+    auto const host = to_host(x);
+    return detail::process_allgather_host<T>(host.data(), std::vector<std::size_t>(host.shape().begin(), host.shape().end()), tiled);
   } else {
-    using T = typename std::decay_t<E>::value_type;
-    xt::xarray<T> host = x;
-    return detail::process_allgather_host(host, tiled);
+    using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
+    if constexpr (detail::row_major_contiguous<E>) {  // read in place: no copy before the exchange
+      return detail::process_allgather_host<T>(x.data(), std::vector<std::size_t>(x.shape().begin(), x.shape().end()), tiled);
+    } else {
+      xt::xarray<T> const host = x;
+      return detail::process_allgather_host<T>(host.data(), std::vector<std::size_t>(host.shape().begin(), host.shape().end()), tiled);
+    }
   }
 }
 

@@ -42,7 +42,7 @@ inline void mpi_wait(MPI_Comm comm, MPI_Request& request, char const* call) {
       std::fflush(stderr);
       MPI_Abort(comm, 1);
     }
-    if (spins > 64) std::this_thread::yield();  // other processes may share this core
+    if (spins > (1u << 16)) std::this_thread::yield();  // other processes may share this core
   }
 }
 
@@ -59,11 +59,10 @@ std::vector<T> mpi_allgather_values(mpi_environment const& env, T const& mine) {
   return all;
 }
 
-/// Every process's bytes, concatenated in process order (MPI_Allgatherv for any sizes): `counts`
-/// receives each process's byte count.
-inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, std::span<std::byte const> mine,
-                                                   std::vector<std::uint64_t>& counts) {
-  counts = mpi_allgather_values<std::uint64_t>(env, static_cast<std::uint64_t>(mine.size()));
+/// Every process's bytes, concatenated in process order into `out` (MPI_Allgatherv for any
+/// sizes): `counts` holds each process's byte count, known to all (gathered before).
+inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte const> mine,
+                                std::vector<std::uint64_t> const& counts, std::byte* out) {
   std::size_t const p = counts.size();
   std::vector<std::uint64_t> offset(p + 1, 0);
   for (std::size_t r = 0; r < p; ++r) {
@@ -71,13 +70,24 @@ inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, s
       throw std::length_error("tessera::process_allgather: the gathered data would exceed the address space");
     offset[r + 1] = offset[r] + counts[r];
   }
-  std::vector<std::byte> out(static_cast<std::size_t>(offset[p]));
+  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
+  auto const me = static_cast<std::size_t>(env.rank());
+  std::vector<int> rc(p), rd(p);
+  if (offset[p] <= limit) {  // one call, straight into place
+    for (std::size_t r = 0; r < p; ++r) {
+      rc[r] = static_cast<int>(counts[r]);
+      rd[r] = static_cast<int>(offset[r]);
+    }
+    MPI_Request req{};
+    mpi_check(MPI_Iallgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, env.comm(), &req),
+              "MPI_Iallgatherv");
+    mpi_wait(env.comm(), req, "MPI_Iallgatherv");
+    return;
+  }
   // Rounds: each process sends up to `share` bytes of what it has left, so one round's total
   // (and every displacement in it) stays within an int.
-  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
   std::size_t const share = limit / p;
   std::vector<std::uint64_t> sent(p, 0);
-  std::vector<int> rc(p), rd(p);
   std::vector<std::byte> round_buf;
   for (;;) {
     std::size_t total = 0;
@@ -88,18 +98,26 @@ inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, s
     }
     if (total == 0) break;
     round_buf.resize(total);
-    auto const me = static_cast<std::size_t>(env.rank());
     MPI_Request req{};
     mpi_check(MPI_Iallgatherv(mine.data() + sent[me], rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(),
                               MPI_BYTE, env.comm(), &req),
               "MPI_Iallgatherv");
     mpi_wait(env.comm(), req, "MPI_Iallgatherv");
     for (std::size_t r = 0; r < p; ++r) {
-      if (rc[r] > 0)
-        std::memcpy(out.data() + offset[r] + sent[r], round_buf.data() + rd[r], static_cast<std::size_t>(rc[r]));
+      if (rc[r] > 0) std::memcpy(out + offset[r] + sent[r], round_buf.data() + rd[r], static_cast<std::size_t>(rc[r]));
       sent[r] += static_cast<std::uint64_t>(rc[r]);
     }
   }
+}
+
+/// Every process's bytes, concatenated in process order; `counts` receives each one's count.
+inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, std::span<std::byte const> mine,
+                                                   std::vector<std::uint64_t>& counts) {
+  counts = mpi_allgather_values<std::uint64_t>(env, static_cast<std::uint64_t>(mine.size()));
+  std::uint64_t total = 0;
+  for (auto c : counts) total += c;
+  std::vector<std::byte> out(static_cast<std::size_t>(total));
+  mpi_allgatherv_into(env, mine, counts, out.data());
   return out;
 }
 
