@@ -295,9 +295,8 @@ xt::xarray<T> gather_global(array<T, N, S> const& x) {
     auto const r = static_cast<std::size_t>(pool.process_of(ids[p]));
     if (cursor[r] + n * sizeof(T) > offset[r + 1])
       throw std::logic_error("tessera::process_allgather: process " + std::to_string(r) + " sent fewer bytes than its blocks need");
-    std::vector<T> tmp(n);
-    if (n != 0) std::memcpy(static_cast<void*>(tmp.data()), bytes.data() + cursor[r], n * sizeof(T));
-    copy_region(tmp.data(), block, out.data(), whole, block);
+    // The received bytes hold the block as it was sent (offsets are multiples of sizeof(T)).
+    if (n != 0) copy_region(reinterpret_cast<T const*>(bytes.data() + cursor[r]), block, out.data(), whole, block);
     cursor[r] += n * sizeof(T);
   }
   return xt::xarray<T>(out);
