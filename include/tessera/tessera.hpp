@@ -70,3 +70,4 @@
 
 #include "tessera/random.hpp"
 #include "tessera/tree/tree_util.hpp"
+#include "tessera/autodiff/grad.hpp"

@@ -23,6 +23,11 @@ namespace tessera {
 template <class X>
 concept expression_operand = sharded_expression<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
 
+/// Types that bring their own operators for sharded operands (the tracers of grad, in
+/// autodiff/tracer.hpp): mixing one with an array is not the "not an operand" error below.
+template <class T>
+inline constexpr bool has_own_operators = false;
+
 namespace detail {
 
 /// The combined rule over every operand, folded left to right; an Auto conflict keeps the
@@ -128,8 +133,9 @@ concept binary_operands = (sharded_expression<A> || sharded_expression<B>) && ex
 /// A sharded expression on one side and something that is neither an operand nor a number on the
 /// other (an xtensor expression, a std::vector): an error in our words instead of "no match".
 template <class A, class B>
-concept mixes_in_a_non_operand = (sharded_expression<A> && !expression_operand<B>) ||
-                                 (sharded_expression<B> && !expression_operand<A>);
+concept mixes_in_a_non_operand =
+    (sharded_expression<A> && !expression_operand<B> && !has_own_operators<std::remove_cvref_t<B>>) ||
+    (sharded_expression<B> && !expression_operand<A> && !has_own_operators<std::remove_cvref_t<A>>);
 
 /// The side of such an operation that is not an operand.
 template <class A, class B>

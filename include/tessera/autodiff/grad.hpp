@@ -1,0 +1,304 @@
+#pragma once
+// jax.grad, jax.value_and_grad, jax.vjp and jax.lax.stop_gradient for functions of sharded
+// arrays. The function is called once with tracers (autodiff/tracer.hpp) in place of the
+// differentiated arguments; every operation on them runs as it would on arrays and is
+// recorded, and the backward pass runs the recorded transposes. A gradient has exactly its
+// argument's type (element type, rank and sharding), so a static_assert can check it.
+//
+// Arguments may be parameter trees (tree/tree_util.hpp): tuples, pairs, std::arrays and class
+// templates over their field types (`template <class W, class B> struct params { W w; B b; };`,
+// which can hold tracers as well as arrays); the gradient has the argument's structure.
+
+#include <cstddef>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/autodiff/rules.hpp"
+#include "tessera/autodiff/tracer.hpp"
+#include "tessera/tree/tree_util.hpp"
+
+namespace tessera {
+
+/// has_aux=True: the function returns (value, aux) and aux is passed through undifferentiated.
+struct has_aux_t {
+  explicit has_aux_t() = default;
+};
+/// jax.grad(f, has_aux=True)
+inline constexpr has_aux_t has_aux{};
+
+namespace detail::ad {
+
+template <class T>
+struct class_template : std::false_type {};
+template <template <class...> class S, class... F>
+struct class_template<S<F...>> : std::true_type {
+  template <class... G>
+  using with = S<G...>;
+};
+
+/// Node T rebuilt from mapped children: a tuple, pair or std::array of them; the same struct
+/// where the children have its field types; the same class template over the children's types.
+template <class T, class... C>
+auto rebuild_node(C&&... c) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_tuple_like<U>::value) {
+    if constexpr (requires { typename U::first_type; }) return std::pair{std::forward<C>(c)...};
+    else return std::tuple{std::forward<C>(c)...};
+  } else if constexpr (is_std_array<U>::value) {
+    return std::array{std::forward<C>(c)...};
+  } else if constexpr (requires { U{std::forward<C>(c)...}; }) {
+    return U{std::forward<C>(c)...};
+  } else {
+    static_assert(class_template<U>::value,
+                  "tessera::grad: a struct in a differentiated argument must be a class template over its field types "
+                  "(template <class W, class B> struct params { W w; B b; };), so that it can hold tracers and "
+                  "gradients; or use a std::tuple");
+    if constexpr (class_template<U>::value)
+      return typename class_template<U>::template with<std::remove_cvref_t<C>...>{std::forward<C>(c)...};
+  }
+}
+
+/// f applied to every leaf of a tree, the structure kept (tracers and arrays may change types).
+template <class F, class T>
+auto map_tree(F& f, T const& t) {
+  if constexpr (!tree_node<T>) {
+    return f(t);
+  } else {
+    auto children = children_of(t);
+    return std::apply([&](auto const&... c) { return rebuild_node<T>(map_tree(f, c)...); }, children);
+  }
+}
+
+/// f(leaf of a, leaf of b) for leaves at the same places of two trees.
+template <class F, class A, class B>
+void for_each_pair(F& f, A const& a, B const& b) {
+  if constexpr (!tree_node<A>) {
+    f(a, b);
+  } else {
+    auto ca = children_of(a);
+    auto cb = children_of(b);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (for_each_pair(f, std::get<I>(ca), std::get<I>(cb)), ...);
+    }(std::make_index_sequence<std::tuple_size_v<decltype(ca)>>{});
+  }
+}
+
+template <class T>
+inline constexpr bool floating_array = false;
+template <class T, std::size_t N, class S>
+inline constexpr bool floating_array<array<T, N, S>> = std::is_floating_point_v<T>;
+
+/// Whether every leaf of tree T is an array of floating type (what grad can differentiate).
+template <class T>
+constexpr bool differentiable() {
+  using leaves = decltype(tree_leaves(std::declval<T const&>()));
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return (floating_array<std::tuple_element_t<I, leaves>> && ...);
+  }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
+}
+
+/// Every leaf of a tree made a leaf tracer of tape t.
+template <class T>
+auto trace(std::shared_ptr<tape> const& t, T const& tree) {
+  auto f = [&](auto const& a) { return leaf(t, a); };
+  return map_tree(f, tree);
+}
+
+/// Tracers replaced by their primal arrays (what the function computed).
+template <class T>
+auto strip(T const& tree) {
+  auto f = [](auto const& x) {
+    if constexpr (traced_value<decltype(x)>) return x.primal();
+    else return x;
+  };
+  return map_tree(f, tree);
+}
+
+/// An array of A's type and `shape` with every element `v` (zeros for an unused argument, the
+/// seed 1 of a scalar output).
+template <class A>
+A filled(typename A::sharding_type const& s, shape_t<A::rank> const& shape, typename A::value_type v) {
+  using T = typename A::value_type;
+  return build_array<T, A::rank>(s, shape, "grad", [&](std::size_t, auto const& block, T* out) {
+    std::fill(out, out + element_count(block_shape(block)), v);
+  });
+}
+
+/// The gradients of a traced tree's leaves (zeros where nothing depended on a leaf).
+template <class T>
+auto gradients(T const& traced) {
+  auto f = [](auto const& x) {
+    using A = typename std::remove_cvref_t<decltype(x)>::array_type;
+    std::optional<A> g = x.node()->ct.take();
+    if (g) return std::move(*g);
+    return filled<A>(x.sharding(), x.shape(), 0);
+  };
+  return map_tree(f, traced);
+}
+
+template <std::size_t I, std::size_t... Argnums>
+inline constexpr bool is_argnum = ((I == Argnums) || ...);
+
+/// Argument I as the function receives it: traced when it is differentiated.
+template <std::size_t I, std::size_t... Argnums, class Arg>
+decltype(auto) wrap(std::shared_ptr<tape> const& t, Arg const& arg) {
+  if constexpr (is_argnum<I, Argnums...>) return trace(t, arg);
+  else return (arg);
+}
+
+/// grad's body once the arguments are checked: the forward pass, the backward pass from the
+/// scalar result, and the gradients of the arguments Argnums.
+template <bool HasAux, bool WantValue, std::size_t... Argnums, class F, class... Args>
+auto grad_of_scalar(F const& f, Args const&... args) {
+  auto t = std::make_shared<tape>();
+  auto const all = std::forward_as_tuple(args...);
+  auto wrapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple<decltype(wrap<I, Argnums...>(t, std::get<I>(all)))...>(wrap<I, Argnums...>(t, std::get<I>(all))...);
+  }(std::index_sequence_for<Args...>{});
+  auto out = std::apply(f, wrapped);
+  auto const& loss = [&]() -> auto const& {
+    if constexpr (HasAux) return std::get<0>(out);
+    else return out;
+  }();
+  using L = std::remove_cvref_t<decltype(loss)>;
+  constexpr bool scalar = [] {
+    if constexpr (traced_value<L>) return L::rank == 0;
+    else if constexpr (sharded_expression<L>) return operand_traits<L>::rank == 0;  // a constant
+    else return false;
+  }();
+  static_assert(scalar,
+                "tessera::grad: the function must return a scalar, a tessera array of rank 0 (jax.grad: Gradient "
+                "only defined for scalar-output functions); use tessera::vjp for other outputs");
+  if constexpr (!scalar) {
+    return std::pair<int, int>{};
+  } else {
+    if constexpr (traced_value<L>) {
+      using A = typename L::array_type;
+      static_assert(std::is_floating_point_v<typename A::value_type>,
+                    "tessera::grad: the function's result must be float32 or float64 (jax.grad: grad requires "
+                    "real-valued outputs)");
+      loss.node()->ct.add(filled<A>(loss.sharding(), loss.shape(), 1));
+      t->run();
+    }
+    auto grads = [&] {
+      if constexpr (sizeof...(Argnums) == 1) return gradients(std::get<Argnums...>(wrapped));
+      else return std::make_tuple(gradients(std::get<Argnums>(wrapped))...);
+    }();
+    // grad alone never evaluates the value: its last reduction (and all-reduce) does not run.
+    auto value = [&] {
+      if constexpr (!WantValue) return 0;
+      else if constexpr (traced_value<L>) return loss.primal();
+      else return tessera::eval(loss);
+    }();
+    if constexpr (HasAux) return std::make_pair(std::make_pair(value, strip(std::get<1>(out))), std::move(grads));
+    else return std::make_pair(value, std::move(grads));
+  }
+}
+
+/// The arguments checked, then grad_of_scalar (a tree for one argnum, a tuple of trees for several).
+template <bool HasAux, bool WantValue, std::size_t... Argnums, class F, class... Args>
+auto value_and_grad_call(F const& f, Args const&... args) {
+  constexpr bool in_range = ((Argnums < sizeof...(Args)) && ...);
+  static_assert(in_range,
+                "tessera::grad: an argnum is not less than the number of arguments the function is called with "
+                "(jax.grad: argnums out of bounds)");
+  if constexpr (!in_range) {
+    return std::pair<int, int>{};  // after our error, nothing more to report
+  } else {
+    using arg_types = std::tuple<Args...>;
+    constexpr bool real = (differentiable<std::tuple_element_t<Argnums, arg_types>>() && ...);
+    static_assert(real,
+                  "tessera::grad: a differentiated argument holds a leaf that is not an array of float32 or float64; "
+                  "grad requires real-valued inputs, as jax.grad does (leave the argument out of argnums, or convert "
+                  "it with astype)");
+    if constexpr (!real) {
+      return std::pair<int, int>{};
+    } else {
+      return grad_of_scalar<HasAux, WantValue, Argnums...>(f, args...);
+    }
+  }
+}
+
+template <std::size_t... Argnums>
+struct argnums_or_first {
+  template <bool HasAux, bool WantValue, class F, class... Args>
+  static auto call(F const& f, Args const&... args) {
+    if constexpr (sizeof...(Argnums) == 0) return value_and_grad_call<HasAux, WantValue, 0>(f, args...);
+    else return value_and_grad_call<HasAux, WantValue, Argnums...>(f, args...);
+  }
+};
+
+}  // namespace detail::ad
+
+/// jax.grad(f, argnums=(Argnums...)): the gradient of scalar f with respect to the arguments
+/// Argnums (the first when none is given); one tree for one argnum, a std::tuple for several.
+template <std::size_t... Argnums, class F>
+auto grad(F f) {
+  return [f = std::move(f)](auto const&... args) {
+    return detail::ad::argnums_or_first<Argnums...>::template call<false, false>(f, args...).second;
+  };
+}
+
+/// jax.grad(f, argnums, has_aux=True): f returns (value, aux); gives (gradients, aux).
+template <std::size_t... Argnums, class F>
+auto grad(F f, has_aux_t) {
+  return [f = std::move(f)](auto const&... args) {
+    auto r = detail::ad::argnums_or_first<Argnums...>::template call<true, false>(f, args...);
+    return std::make_pair(std::move(r.second), std::move(r.first.second));
+  };
+}
+
+/// jax.value_and_grad(f, argnums): gives (f's value, gradients).
+template <std::size_t... Argnums, class F>
+auto value_and_grad(F f) {
+  return [f = std::move(f)](auto const&... args) {
+    return detail::ad::argnums_or_first<Argnums...>::template call<false, true>(f, args...);
+  };
+}
+
+/// jax.value_and_grad(f, argnums, has_aux=True): gives ((value, aux), gradients).
+template <std::size_t... Argnums, class F>
+auto value_and_grad(F f, has_aux_t) {
+  return [f = std::move(f)](auto const&... args) {
+    return detail::ad::argnums_or_first<Argnums...>::template call<true, true>(f, args...);
+  };
+}
+
+/// jax.vjp(f, *primals): gives (f(*primals), vjp_fn); vjp_fn(cotangent) gives a std::tuple of
+/// the primals' cotangents (trees shaped like them), and can be called again.
+template <class F, class... Args>
+auto vjp(F const& f, Args const&... primals) {
+  static_assert((detail::ad::differentiable<Args>() && ...),
+                "tessera::vjp: every leaf of a primal must be an array of float32 or float64");
+  auto t = std::make_shared<detail::ad::tape>();
+  auto traced = std::make_tuple(detail::ad::trace(t, primals)...);
+  auto out = std::apply(f, traced);
+  auto value = detail::ad::strip(out);
+  auto fn = [t, traced, out](auto const& cotangent) {
+    t->reset();
+    auto seed = [](auto const& y, auto const& c) {
+      if constexpr (traced_value<decltype(y)>) {
+        using A = typename std::remove_cvref_t<decltype(y)>::array_type;
+        if (c.shape() != y.shape())
+          throw std::invalid_argument("tessera::vjp: the cotangent has shape " + detail::shape_string(c.shape()) +
+                                      ", the output " + detail::shape_string(y.shape()));
+        y.node()->ct.add(detail::ad::to_layout<A>(c));
+      }
+    };
+    detail::ad::for_each_pair(seed, out, cotangent);
+    t->run();
+    return std::apply([](auto const&... tr) { return std::make_tuple(detail::ad::gradients(tr)...); }, traced);
+  };
+  return std::make_pair(std::move(value), std::move(fn));
+}
+
+/// jax.lax.stop_gradient(x): x's value, not differentiated (a tracer's primal array).
+template <class X>
+auto stop_gradient(X const& x) {
+  if constexpr (traced_value<X>) return x.primal();
+  else return x;
+}
+
+}  // namespace tessera

@@ -1,0 +1,482 @@
+#pragma once
+// The values grad, value_and_grad and vjp pass to the user's function: a tracer wraps an array
+// and records every operation on it on a tape, an array-level tape (Stan's var_value<Matrix>
+// with reverse_pass_callback is the model) whose backward steps are tessera expressions, so each
+// cotangent is computed by the same sharded, fused, per-device passes as the forward values.
+//
+// Sharding (JAX's rule, sharding-ad.md): a cotangent has its primal's type. Contributions to one
+// cotangent are added while they are still partial sums (a matmul contracting a sharded
+// dimension, a sum over one), and summed once into the primal's layout when the backward pass
+// reaches the primal: an all-reduce for a replicated value, a reduce-scatter for a sharded one.
+//
+// Forward values are computed when first needed: grad of `mean(d * d)` never evaluates the mean
+// (nor runs its all-reduce), as XLA drops it from jax.grad's program.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/array/array.hpp"
+#include "tessera/array/placement.hpp"
+#include "tessera/array/sum_partials.hpp"
+#include "tessera/expr/evaluate.hpp"
+#include "tessera/expr/expression.hpp"
+#include "tessera/expr/functions.hpp"
+#include "tessera/expr/partial_array.hpp"
+
+namespace tessera {
+
+template <class A>
+class tracer;
+
+namespace detail::ad {
+
+/// The backward pass of one grad or vjp call: the steps run in reverse order of recording,
+/// which is a topological order of the program (an operation is recorded after its operands).
+class tape {
+ public:
+  void record(std::function<void()> step) { steps_.push_back(std::move(step)); }
+  void on_reset(std::function<void()> clear) { clears_.push_back(std::move(clear)); }
+  /// Runs the backward pass once.
+  void run() {
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
+  }
+  /// Forgets every cotangent, so a vjp function can be called again.
+  void reset() {
+    for (auto& c : clears_) c();
+  }
+
+ private:
+  std::vector<std::function<void()>> steps_;
+  std::vector<std::function<void()>> clears_;
+};
+
+/// The array an operand evaluates to, in type A (the same values; the layout of A's spec when
+/// A's spec is written shorter than the rank, as P("X") for a matrix).
+template <class A, class X>
+A as_array(X const& x) {
+  if constexpr (std::is_same_v<X, A>) {
+    return x;
+  } else if constexpr (is_array<X>::value) {
+    return A(x);
+  } else {
+    auto v = tessera::eval(x);
+    if constexpr (std::is_same_v<decltype(v), A>) return v;
+    else return A(v);
+  }
+}
+
+/// Expression X converted to A's element type and resharded to A's layout.
+template <class A, class X>
+A to_layout(X const& x) {
+  using T = typename A::value_type;
+  using Spec = typename A::sharding_type::spec_type;
+  using XT = typename operand_traits<stored_t<X>>::value_type;
+  if constexpr (std::is_same_v<X, A>) {
+    return x;
+  } else if constexpr (std::is_same_v<XT, T>) {
+    if constexpr (same_layout(operand_traits<stored_t<X>>::spec, operand_traits<A>::spec) && !is_partial<stored_t<X>>)
+      return as_array<A>(x);
+    else
+      return as_array<A>(tessera::reshard(x, Spec{}));
+  } else {
+    return as_array<A>(tessera::reshard(tessera::astype<T>(x), Spec{}));
+  }
+}
+
+/// x with a size-1 dimension inserted at J (jnp.expand_dims), replicated; the blocks are
+/// copied on the devices (a size-1 dimension does not change their layout).
+template <std::size_t J, class U, std::size_t K, class M, class Spec>
+auto expand_dims(array<U, K, named_sharding<M, Spec>> const& x) {
+  constexpr auto out = [] {
+    auto const in = padded_spec<Spec>(std::make_index_sequence<K>{});
+    std::array<dim_spec, K + 1> s{};
+    for (std::size_t i = 0, k = 0; i <= K; ++i) s[i] = i == J ? dim_spec{} : in[k++];
+    return canonical_spec(s);
+  }();
+  using S2 = named_sharding<M, spec_type_t<out>>;
+  S2 const s2(x.sharding().mesh());
+  shape_t<K + 1> shape{};
+  for (std::size_t i = 0, k = 0; i <= K; ++i) shape[i] = i == J ? 1 : x.shape()[k++];
+  return build_array<U, K + 1, S2>(s2, shape, "expand_dims", [&](std::size_t pos, auto const& block, U* o) {
+    std::size_t const n = element_count(block_shape(block));
+    std::copy(x.block_data(pos), x.block_data(pos) + n, o);
+  });
+}
+
+/// x with size-1 dimensions inserted at J... (ascending positions in the result).
+template <std::size_t... J, class X>
+auto expand_each(X const& x);
+template <std::size_t J0, std::size_t... J, class X>
+auto expand_first(X const& x) {
+  return expand_each<J...>(expand_dims<J0>(x));
+}
+template <std::size_t... J, class X>
+auto expand_each(X const& x) {
+  if constexpr (sizeof...(J) == 0) return x;
+  else return expand_first<J...>(x);
+}
+
+/// A move of partial sums to a layout (matmul with an out_sharding): the sums are taken there.
+template <class E>
+struct resharded_partial : std::false_type {};
+template <class X, auto Target>
+struct resharded_partial<resharded<X, Target>> : std::bool_constant<is_partial<X>> {};
+
+/// Partial contributions waiting for their one sum, type-erased over their layout.
+template <class A>
+struct pending_sum {
+  virtual ~pending_sum() = default;
+  /// The sum over the mesh, into A's layout (the one collective).
+  virtual A sum(typename A::sharding_type const& to) const = 0;
+};
+
+/// The partial blocks PA (summed over the mesh axes U when finished).
+template <class A, class PA, dim_spec U>
+struct pending_partial final : pending_sum<A> {
+  explicit pending_partial(PA b) : blocks(std::move(b)) {}
+  A sum(typename A::sharding_type const& to) const override {
+    return A(sum_partials(blocks, U, to, reduce_op::sum));
+  }
+  PA blocks;
+};
+
+/// The cotangent of one value of type A: contributions accumulate, and take() gives their sum
+/// in A's layout.
+template <class A>
+class cotangent {
+ public:
+  using T = typename A::value_type;
+  using S = typename A::sharding_type;
+  static constexpr std::size_t N = A::rank;
+
+  cotangent(S s, shape_t<N> shape) : sharding_(std::move(s)), shape_(shape) {}
+
+  /// Adds a contribution of A's shape: an expression or an array, of any layout and floating type.
+  template <class E>
+  void add(E const& e) {
+    using X = stored_t<E>;
+    if constexpr (resharded_partial<X>::value) {
+      add(e.operand());  // a product laid out by out_sharding: kept partial, summed into A's layout at the end
+    } else if constexpr (is_partial<X> && std::is_same_v<typename operand_traits<X>::value_type, T>) {
+      using PA = std::remove_cvref_t<decltype(e.partial())>;
+      constexpr dim_spec U = operand_traits<X>::unreduced;
+      using pending = pending_partial<A, PA, U>;
+      PA blocks = e.partial();
+      if (!partial_) {
+        partial_ = std::make_unique<pending>(std::move(blocks));
+      } else if (auto* p = dynamic_cast<pending*>(partial_.get())) {
+        // Two partial sums over the same axes: added block by block, still partial.
+        using PS = typename PA::sharding_type;
+        using node = partial_array<T, N, PS, U>;
+        auto const both = node(p->blocks) + node(std::move(blocks));
+        p->blocks = PA(both.partial());
+      } else {
+        add_full(A(sum_partials(blocks, U, sharding_, reduce_op::sum)));
+      }
+    } else {
+      add_full(to_layout<A>(e));
+    }
+  }
+
+  /// Adds a contribution of the shape of a broadcast result: summed over the dimensions that
+  /// broadcasting added (leading ones, and size-1 dimensions that grew), as NumPy's rules ask.
+  template <class E>
+  void add_broadcast(E const& e) {
+    constexpr std::size_t R = operand_traits<stored_t<E>>::rank;
+    if constexpr (R > N) {
+      add_broadcast([&]<std::size_t... I>(std::index_sequence<I...>) {
+        return tessera::sum<I...>(e);
+      }(std::make_index_sequence<R - N>{}));
+    } else {
+      auto const es = shape_of(e);
+      bool grew = false;
+      for (std::size_t j = 0; j < N; ++j) grew = grew || (shape_[j] == 1 && es[j] != 1);
+      if (!grew) add(e);
+      else add(sum_grown<0>(tessera::eval(e)));
+    }
+  }
+
+  bool empty() const { return !full_ && !partial_; }
+
+  /// The sum of the contributions in A's layout (nothing when there were none).
+  std::optional<A> take() {
+    if (partial_) {
+      A p = partial_->sum(sharding_);
+      partial_.reset();
+      if (full_) full_ = as_array<A>(p + *full_);
+      else full_ = std::move(p);
+    }
+    std::optional<A> out = std::move(full_);
+    full_.reset();
+    return out;
+  }
+
+  void clear() {
+    full_.reset();
+    partial_.reset();
+  }
+
+  S const& sharding() const { return sharding_; }
+  shape_t<N> const& shape() const { return shape_; }
+
+ private:
+  void add_full(A v) {
+    if (full_) full_ = as_array<A>(*full_ + v);
+    else full_ = std::move(v);
+  }
+
+  /// Dimension J of x summed where the primal has size 1 there and x does not; a dimension
+  /// the primal shards is never summed (a broadcast dimension is replicated, or the forward
+  /// operation refused it). Each step gives one type whatever it does: the dimension is left
+  /// replicated, summed or gathered.
+  template <std::size_t J, class X>
+  auto sum_grown(X const& x) const {
+    if constexpr (J == N) {
+      return x;
+    } else if constexpr (!operand_traits<A>::spec[J].is_none()) {
+      return sum_grown<J + 1>(x);
+    } else {
+      constexpr auto out = [] {
+        auto s = operand_traits<X>::spec;
+        s[J] = dim_spec{};
+        return canonical_spec(s);
+      }();
+      using Out = array<typename X::value_type, N, named_sharding<typename X::sharding_type::mesh_type, spec_type_t<out>>>;
+      Out step = [&]() -> Out {
+        if (shape_[J] == 1 && x.shape()[J] != 1) {
+          return expand_dims<J>(tessera::eval(tessera::sum<J>(x)));
+        }
+        if constexpr (std::is_same_v<Out, X>) return x;
+        else return as_array<Out>(tessera::reshard(x, spec_type_t<out>{}));
+      }();
+      return sum_grown<J + 1>(step);
+    }
+  }
+
+ private:
+  S sharding_;
+  shape_t<N> shape_;
+  std::optional<A> full_;
+  std::unique_ptr<pending_sum<A>> partial_;
+};
+
+/// One value of the traced program: its forward value (computed when first needed), its
+/// cotangent, and the tape it belongs to (not owned: the tape's steps own the nodes).
+template <class A>
+struct node {
+  node(std::weak_ptr<tape> t, typename A::sharding_type s, shape_t<A::rank> shape)
+      : tp(std::move(t)), ct(std::move(s), shape) {}
+
+  A const& primal() {
+    std::call_once(once, [&] {
+      if (!value) value.emplace(make());
+    });
+    return *value;
+  }
+
+  std::weak_ptr<tape> tp;
+  std::function<A()> make;
+  std::once_flag once;
+  std::optional<A> value;
+  cotangent<A> ct;
+};
+
+template <class T>
+struct is_tracer : std::false_type {};
+template <class A>
+struct is_tracer<tracer<A>> : std::true_type {};
+
+}  // namespace detail::ad
+
+/// A value traced by grad, value_and_grad or vjp (JAX's JVPTracer): the function's
+/// arguments, and the result of every operation on them.
+template <class A>
+class tracer {
+ public:
+  using array_type = A;
+  using value_type = typename A::value_type;
+  using sharding_type = typename A::sharding_type;
+  using mesh_type = typename sharding_type::mesh_type;
+  /// x.ndim
+  static constexpr std::size_t rank = A::rank;
+
+  explicit tracer(std::shared_ptr<detail::ad::node<A>> n) : n_(std::move(n)) {}
+
+  /// The forward value (jax.core.get_aval(x) holds its type; this holds the array).
+  A const& primal() const { return n_->primal(); }
+  /// x.shape
+  shape_t<rank> const& shape() const { return n_->ct.shape(); }
+  /// x.sharding
+  sharding_type const& sharding() const { return n_->ct.sharding(); }
+  /// x.dtype
+  static constexpr std::string_view dtype() { return A::dtype(); }
+  /// The library's record of this value.
+  std::shared_ptr<detail::ad::node<A>> const& node() const { return n_; }
+
+ private:
+  std::shared_ptr<detail::ad::node<A>> n_;
+};
+
+/// Whether X is a tracer (an argument of a function under grad, or a value computed from one).
+template <class X>
+concept traced_value = detail::ad::is_tracer<std::remove_cvref_t<X>>::value;
+
+/// Tracers bring their own operators: not rejected as non-operands by the expression layer.
+template <class A>
+inline constexpr bool has_own_operators<tracer<A>> = true;
+
+namespace detail::ad {
+
+/// A tracer's forward value as an expression leaf, computed only when an expression that
+/// reads it is evaluated: an operation on tracers builds its expression without running its
+/// operands, so values nothing needs (grad's loss, its last all-reduce) never run.
+template <class A>
+class deferred : public expression_tag {
+ public:
+  using value_type = typename A::value_type;
+  using sharding_type = typename A::sharding_type;
+  using mesh_type = typename sharding_type::mesh_type;
+  using array_type = A;
+  static constexpr std::size_t rank = A::rank;
+  static constexpr std::array<dim_spec, rank> spec = operand_traits<A>::spec;
+
+  explicit deferred(std::shared_ptr<node<A>> n) : n_(std::move(n)) {}
+  shape_t<rank> shape() const { return n_->ct.shape(); }
+  mesh_type const& mesh() const { return n_->ct.sharding().mesh(); }
+  A const& result() const { return n_->primal(); }
+  auto evaluate() const { return result(); }
+  void prepare() const { (void)n_->primal(); }
+  /// Not known before it runs (the pending expression is type-erased).
+  void plan(std::vector<collective_event>&) const {}
+  template <std::size_t Q>
+  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
+    return cursor_of<Q>(n_->primal(), pos, rb, rs);
+  }
+
+ private:
+  std::shared_ptr<node<A>> n_;
+};
+
+/// Zeros with A's shape and layout, never stored: what a reduction's cotangent is broadcast
+/// against, so that the backward pass of sum and mean reads nothing of the operand.
+template <class A>
+class layout_only : public expression_tag {
+ public:
+  using value_type = typename A::value_type;
+  using sharding_type = typename A::sharding_type;
+  using mesh_type = typename sharding_type::mesh_type;
+  static constexpr std::size_t rank = A::rank;
+  static constexpr std::array<dim_spec, rank> spec = operand_traits<A>::spec;
+
+  layout_only(sharding_type s, shape_t<rank> shape) : s_(std::move(s)), shape_(shape) {}
+  shape_t<rank> shape() const { return shape_; }
+  mesh_type const& mesh() const { return s_.mesh(); }
+  auto evaluate() const { return evaluate_node(*this); }
+  void prepare() const {}
+  void plan(std::vector<collective_event>&) const {}
+  template <std::size_t Q>
+  auto cursor(std::size_t, std::array<slice, Q> const&, shape_t<Q> const&) const {
+    return scalar_cursor<value_type>{value_type(0)};
+  }
+
+ private:
+  template <class E>
+  static auto evaluate_node(E const& e) {
+    return detail::evaluate(e);
+  }
+  sharding_type s_;
+  shape_t<rank> shape_;
+};
+
+/// What an operand is in an expression: a tracer's value (deferred when its type is the one
+/// expressions give; a leaf argument's own array otherwise), anything else itself.
+template <class X>
+auto primal_of(X const& x) {
+  if constexpr (traced_value<X>) {
+    using A = typename X::array_type;
+    if constexpr (std::is_same_v<A, array_of_t<A>>) return deferred<A>(x.node());
+    else return x.primal();
+  } else {
+    return x;
+  }
+}
+
+/// A tracer's shape and layout as zeros (see layout_only).
+template <class X>
+auto layout_of(X const& x) {
+  return layout_only<typename X::array_type>(x.sharding(), x.shape());
+}
+
+/// The tape the tracers among the operands belong to (one tape: nested grad is not supported).
+template <class... X>
+std::shared_ptr<tape> tape_of(X const&... x) {
+  std::shared_ptr<tape> t;
+  bool mixed = false;
+  auto one = [&](auto const& v) {
+    if constexpr (traced_value<decltype(v)>) {
+      auto o = v.node()->tp.lock();
+      if (!o)
+        throw std::logic_error(
+            "tessera: a tracer was used after its grad, value_and_grad or vjp call returned (JAX's "
+            "UnexpectedTracerError); return arrays from the function, or use tessera::stop_gradient");
+      if (t && t != o) mixed = true;
+      if (!t) t = std::move(o);
+    }
+  };
+  (one(x), ...);
+  if (mixed)
+    throw std::logic_error(
+        "tessera: an operation mixes tracers of two grad calls; grad of grad (nested differentiation) is not "
+        "supported yet");
+  return t;
+}
+
+/// The tracer of an operation's result: `e` is the forward expression on the operands'
+/// primals, `backward(g, y)` adds the operands' contributions for the result's cotangent g (an
+/// array of the result's type; y gives the forward value when a rule needs it).
+template <class E, class Backward>
+auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
+  using A = decltype(tessera::eval(e));
+  auto n = std::make_shared<node<A>>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
+  if constexpr (is_array<E>::value) n->value.emplace(std::move(e));
+  else n->make = [e = std::move(e)] { return as_array<A>(e); };
+  t->on_reset([w = std::weak_ptr<node<A>>(n)] {
+    if (auto p = w.lock()) p->ct.clear();
+  });
+  t->record([n, backward = std::move(backward)] {
+    std::optional<A> g = n->ct.take();
+    if (!g) return;  // nothing depends on this value
+    backward(*g, [&]() -> A const& { return n->primal(); });
+  });
+  return tracer<A>(std::move(n));
+}
+
+/// A leaf of the traced program: one of the arguments grad differentiates.
+template <class A>
+tracer<A> leaf(std::shared_ptr<tape> const& t, A const& value) {
+  auto n = std::make_shared<node<A>>(t, value.sharding(), value.shape());
+  n->value.emplace(value);
+  t->on_reset([w = std::weak_ptr<node<A>>(n)] {
+    if (auto p = w.lock()) p->ct.clear();
+  });
+  return tracer<A>(std::move(n));
+}
+
+/// Adds a contribution to an operand's cotangent, where the operand is a tracer (constants have none).
+template <class X, class Make>
+void contribute(X const& x, Make&& make) {
+  if constexpr (traced_value<X>) x.node()->ct.add_broadcast(make());
+}
+
+}  // namespace detail::ad
+
+}  // namespace tessera
