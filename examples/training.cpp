@@ -13,11 +13,20 @@
 // automatically all-reduces those gradients"). explain() shows that plan
 // before anything runs and a collective_counter checks that the run kept to it.
 // The same loop run on the host with plain xtensor ends with the same weights.
+//
+// Then the loop as the seed writes it, with the gradients from tessera::grad
+// (docs/autodiff.md) instead of by hand:
+//     grad = jax.grad(loss_fn)(p)
+//     return jax.tree.map(lambda a, g: a - LEARNING_RATE * g, p, grad)
+// It ends with the hand-written loop's weights (to 1e-6) and one of its steps runs
+// the same collectives as a hand-written step: the two all-reduces, nothing else
+// (grad never evaluates the loss itself, so the loss's own all-reduce does not run).
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <iostream>
 #include <tuple>
+#include <type_traits>
 
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xmath.hpp>
@@ -157,6 +166,7 @@ int main() {
   // The reference: the same loop on the host.
   host_params ref{xt::zeros<float>({D, std::size_t{1}}), xt::zeros<float>({std::size_t{1}})};
 
+  std::size_t hand_collectives = 0, hand_all_reduces = 0;
   std::printf("\nstep  loss    (4 decimals)\n");
   float first_loss = 0, last_loss = 0;
   bool losses_match = true;
@@ -174,8 +184,10 @@ int main() {
       // The first step under a collective_counter: two all-reduces ran, those explain() listed.
       tessera::collective_counter counter;
       std::tie(w, b) = train_step(w, b, X_sharded, y_sharded);
-      bool const two = counter.count() == 2 && counter.count("all-reduce") == 2;
-      std::printf("collectives in one step: %zu all-reduces, nothing else: %s\n", counter.count("all-reduce"),
+      hand_collectives = counter.count();
+      hand_all_reduces = counter.count("all-reduce");
+      bool const two = hand_collectives == 2 && hand_all_reduces == 2;
+      std::printf("collectives in one step: %zu all-reduces, nothing else: %s\n", hand_all_reduces,
                   two ? "yes" : "no");
       ok = ok && two;
     } else {
@@ -197,5 +209,53 @@ int main() {
               static_cast<double>(w_host(1, 0)), static_cast<double>(w_host(2, 0)),
               static_cast<double>(w_host(3, 0)), static_cast<double>(b_host(0)));
   ok = ok && falls && losses_match && weights_match;
+
+  // --- The same loop with tessera::grad ---------------------------------------------------
+  // def train_step(p, x, y):
+  //     def loss_fn(p): ...                                  (loss above)
+  //     grad = jax.grad(loss_fn)(p)
+  //     return jax.tree.map(lambda a, g: a - LEARNING_RATE * g, p, grad)
+  // grad<0, 1> differentiates with respect to w and b (argnums=(0, 1)); x and y are constants.
+  // The jit'd function calls grad inside: jit calls it on the arrays themselves.
+  std::printf("\nthe same loop with tessera::grad\n");
+  auto const grad_step = tessera::jit(
+      [](auto const& w, auto const& b, auto const& x, auto const& y) {
+        auto const grads = tessera::grad<0, 1>(
+            [&](auto const& wt, auto const& bt) { return loss(wt, bt, x, y); })(w, b);
+        // A gradient has its parameter's type: element type, rank and sharding.
+        static_assert(std::is_same_v<std::tuple_element_t<0, std::remove_cvref_t<decltype(grads)>>,
+                                     std::remove_cvref_t<decltype(w)>>);
+        static_assert(std::is_same_v<std::tuple_element_t<1, std::remove_cvref_t<decltype(grads)>>,
+                                     std::remove_cvref_t<decltype(b)>>);
+        return std::make_tuple(w - learning_rate * std::get<0>(grads), b - learning_rate * std::get<1>(grads));
+      },
+      tessera::in_shardings(w_sharding, b_sharding, data_sharding, data_sharding),
+      tessera::out_shardings(w_sharding, b_sharding));
+  // The same starting point: zeros, replicated.
+  auto w_g = tessera::device_put(xt::xtensor<float, 2>(xt::zeros<float>({D, std::size_t{1}})), w_sharding);
+  auto b_g = tessera::device_put(xt::xtensor<float, 1>(xt::zeros<float>({std::size_t{1}})), b_sharding);
+  for (int step = 0; step < steps; ++step) {
+    if (step == 0) {
+      tessera::collective_counter counter;
+      std::tie(w_g, b_g) = grad_step(w_g, b_g, X_sharded, y_sharded);
+      bool const same = counter.count() == hand_collectives && counter.count("all-reduce") == hand_all_reduces;
+      std::printf("collectives in one grad step: %zu (%zu all-reduces), as in a hand-written step: %s\n",
+                  counter.count(), counter.count("all-reduce"), same ? "yes" : "no");
+      ok = ok && same;
+    } else {
+      std::tie(w_g, b_g) = grad_step(w_g, b_g, X_sharded, y_sharded);
+    }
+  }
+  float const l_grad = tessera::to_host(loss_fn(w_g, b_g, X_sharded, y_sharded))();
+  std::printf("loss after %d steps: %.4f\n", steps, static_cast<double>(l_grad));
+  auto const w_grad_host = tessera::to_host(w_g);
+  auto const b_grad_host = tessera::to_host(b_g);
+  float const grad_diff = std::max(xt::amax(xt::abs(w_grad_host - w_host))(), std::fabs(b_grad_host(0) - b_host(0)));
+  bool const grad_match = grad_diff < 1e-6f;
+  std::printf("weights match the hand-written loop's (max abs difference < 1e-6): %s\n", grad_match ? "yes" : "no");
+  std::printf("w[:4] = [%.4f %.4f %.4f %.4f], b = [%.4f]\n", static_cast<double>(w_grad_host(0, 0)),
+              static_cast<double>(w_grad_host(1, 0)), static_cast<double>(w_grad_host(2, 0)),
+              static_cast<double>(w_grad_host(3, 0)), static_cast<double>(b_grad_host(0)));
+  ok = ok && grad_match;
   return ok ? 0 : 1;
 }
