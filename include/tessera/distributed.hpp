@@ -75,6 +75,7 @@ class runtime {
       MPI_Abort(env_.comm(), 1);
     }
     local_.pool().agree = nullptr;
+    local_.pool().exchange = nullptr;
     detail::current_distributed.store(nullptr);
   }
 
@@ -118,6 +119,12 @@ class runtime {
       for (std::size_t r = 1; r < firsts.size(); ++r) firsts[r] = firsts[r - 1] + per_process_[r - 1];
       local_.pool().set_process_span(first_device_, global_devices_, std::move(firsts));
       local_.pool().agree = [this](std::uint64_t hash, char const* what) { agree_on(hash, what); };
+      local_.pool().exchange = [this](std::vector<std::vector<std::byte>> const& send,
+                                      std::vector<std::vector<std::byte>>& recv) {
+        env_.check_caller("a reshard between processes");
+        std::lock_guard lock(env_.call_mutex());
+        detail::mpi_exchange_bytes(env_, send, recv);
+      };
     } catch (...) {
       detail::current_distributed.store(nullptr);
       throw;

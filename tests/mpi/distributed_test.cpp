@@ -198,9 +198,6 @@ void check_global(tessera::distributed::runtime& rt) {
              (void)tessera::shard_map(body, mesh, tessera::in_specs(tessera::P<"data", tessera::none>{}),
                                       tessera::out_specs(tessera::P<"data", tessera::none>{}))(x);
            }).find("collectives between processes are not done yet") != std::string::npos);
-    // sharded -> replicated needs the other processes' blocks: refused, naming a remote device.
-    EXPECT(error_of([&] { (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{})); })
-               .find("belongs to another process") != std::string::npos);
     // Local data of the wrong shape names both shapes.
     xt::xtensor<float, 2> wrong = xt::zeros<float>({rows_per_process + 1, cols});
     EXPECT(error_of([&] { (void)tessera::make_array_from_process_local_data(rows_sharding, wrong, {rows, cols}); })
@@ -212,6 +209,59 @@ void check_global(tessera::distributed::runtime& rt) {
     EXPECT(error_of([&] { (void)tessera::device_put(differs, rows_sharding); })
                .find("the host data given to device_put differs between process 0 and process") != std::string::npos);
 #endif
+  }
+}
+
+/// Every addressable shard of `a` holds the global values `value(i, j)` of its slice.
+template <class A, class F>
+void expect_shards(A const& a, F const& value) {
+  for (auto const& sh : a.addressable_shards())
+    for (std::size_t i = 0; i < sh.data.shape()[0]; ++i)
+      for (std::size_t j = 0; j < sh.data.shape()[1]; ++j)
+        EXPECT(sh.data(i, j) == value(sh.index[0].start + i, sh.index[1].start + j));
+}
+
+/// Reshards that move blocks between processes (one exchange, point to point), against the
+/// values each process computes itself; and the same with the exchange cut into small pieces.
+void check_reshard_across(tessera::distributed::runtime& rt) {
+  int const me = rt.process_index(), n = rt.process_count();
+  auto const d = static_cast<std::size_t>(rt.device_count());
+  std::size_t const rows = 2 * d, cols = d;
+  auto mesh = tessera::make_mesh<"data">({rt.device_count()});
+  auto const by_rows = tessera::named_sharding(mesh, tessera::P<"data", tessera::none>{});
+  xt::xtensor<float, 2> local = xt::zeros<float>({rows / static_cast<std::size_t>(n), cols});
+  for (std::size_t i = 0; i < local.shape()[0]; ++i)
+    for (std::size_t j = 0; j < cols; ++j) local(i, j) = global_value(static_cast<std::size_t>(me) * local.shape()[0] + i, j);
+  auto x = tessera::make_array_from_process_local_data(by_rows, local, {rows, cols});
+  auto value = [](std::size_t i, std::size_t j) { return global_value(i, j); };
+  for (std::size_t piece : {std::size_t{0}, std::size_t{8}}) {
+    auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
+    if (piece != 0) tessera::detail::mpi_max_bytes_per_call.store(piece);  // 8 bytes a message: many pieces
+    tessera::collective_counter counter;
+    // sharded -> replicated: every process receives the others' rows (an all-gather).
+    auto rep = tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{}));
+    expect_shards(rep, value);
+    EXPECT(counter.count("all-gather") == 1);
+    // rows -> columns (an all-to-all) and back.
+    auto by_cols = tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<tessera::none, "data">{}));
+    expect_shards(by_cols, value);
+    auto back = tessera::device_put(by_cols, by_rows);
+    expect_shards(back, value);
+    // A 2-D mesh: (data, model) blocks to (model, data) blocks, and to rows over model only.
+    auto mesh2 = tessera::make_mesh<"data", "model">({n, 2});
+    auto const s2 = tessera::named_sharding(mesh2, tessera::P<"data", "model">{});
+    auto y = tessera::device_put(rep, s2);  // replicated -> sharded: no exchange
+    expect_shards(y, value);
+    auto t = tessera::device_put(y, tessera::named_sharding(mesh2, tessera::P<"model", "data">{}));
+    expect_shards(t, value);
+    auto m = tessera::device_put(t, tessera::named_sharding(mesh2, tessera::P<"model", tessera::none>{}));
+    expect_shards(m, value);
+    // An Auto conflict in an expression moves the right operand the same way.
+    tessera::array sum = x + by_cols;
+    auto const all = tessera::process_allgather(sum, true);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) EXPECT(all(i, j) == 2.0f * global_value(i, j));
+    tessera::detail::mpi_max_bytes_per_call.store(keep);
   }
 }
 
@@ -232,6 +282,7 @@ void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_
   EXPECT(cmp == MPI_CONGRUENT);  // a duplicate, not MPI_COMM_WORLD itself
   check_gathers(rt);
   check_global(rt);
+  check_reshard_across(rt);
 }
 
 /// Every process's failure count, summed (after the runtime is gone, on MPI_COMM_WORLD).

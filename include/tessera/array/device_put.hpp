@@ -1,13 +1,16 @@
 #pragma once
 // jax.device_put: host data, or another array, onto a sharding.
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "tessera/detail/xtensor/xexpression.hpp"
 #include "tessera/detail/xtensor/xtensor.hpp"
@@ -127,9 +130,76 @@ auto device_put(T const* data, I const (&shape)[N], S const& s) {
   return device_put(data, detail::checked_shape<I, N>(shape, "device_put"), s);
 }
 
+namespace detail {
+
+/// The pieces of a reshard that cross processes: for target position q and distinct source
+/// block p (replica 0), the bytes process `from` sends when the target's process holds no copy
+/// of that block. Every process computes the same list, so all of them know whether an exchange
+/// happens, what each sends and where each piece lands.
+template <class T, std::size_t N, class S1, class S2>
+struct reshard_transfers {
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  std::vector<std::vector<std::byte>> send, recv;
+  std::vector<std::size_t> offset;  // [q * sources + p]: where the piece starts in recv[from], or none
+  std::vector<int> from;            // [q * sources + p]: the sending process
+  bool any = false;
+
+  reshard_transfers(array<T, N, S1> const& x, S2 const& s) {
+    auto const& pool = *x.pool();
+    auto const& src = x.sharding();
+    auto const& src_ids = src.device_ids();
+    auto const& dst_ids = s.device_ids();
+    auto const shape = x.shape();
+    std::size_t const ns = src_ids.size(), nt = dst_ids.size();
+    auto const procs = static_cast<std::size_t>(pool.process_count());
+    int const me = pool.process_of(pool.first_id());
+    send.resize(procs);
+    recv.resize(procs);
+    offset.assign(nt * ns, none);
+    from.assign(nt * ns, -1);
+    std::vector<std::size_t> recv_size(procs, 0);
+    for (std::size_t q = 0; q < nt; ++q) {
+      int const to = pool.process_of(dst_ids[q]);
+      auto const block = s.block(q, shape);
+      for (std::size_t p = 0; p < ns; ++p) {
+        if (src.replica_id(p) != 0) continue;
+        auto const sb = src.block(p, shape);
+        std::array<slice, N> region{};
+        if (!intersect(sb, block, region)) continue;
+        bool held = false;  // does the target's process hold a copy of the block?
+        for (std::size_t k = 0; k < ns && !held; ++k) held = pool.process_of(src_ids[k]) == to && src.block(k, shape) == sb;
+        if (held) continue;
+        any = true;
+        int const sender = pool.process_of(src_ids[p]);
+        std::size_t const bytes = element_count(block_shape(region)) * sizeof(T);
+        from[q * ns + p] = sender;
+        if (sender == me) {  // pack the region, row-major, at the end of what goes to `to`
+          auto& out = send[static_cast<std::size_t>(to)];
+          std::size_t const at = out.size();
+          out.resize(at + bytes);
+          copy_region(x.block_data(p), sb, reinterpret_cast<T*>(out.data() + at), region, region);
+        }
+        if (to == me) {
+          offset[q * ns + p] = recv_size[static_cast<std::size_t>(sender)];
+          recv_size[static_cast<std::size_t>(sender)] += bytes;
+        }
+      }
+    }
+    if (!any) return;
+    if (!pool.exchange)
+      throw std::logic_error("tessera::device_put: a reshard between processes needs tessera::distributed::runtime");
+    for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
+    pool.exchange(send, recv);
+  }
+};
+
+}  // namespace detail
+
 /// jax.device_put(array, sharding): the same values laid out by another sharding.
 /// Each destination device copies the parts of its block from the source blocks in place
-/// (shared memory), preferring a copy it already holds.
+/// (shared memory), preferring a copy it already holds; across processes, the parts no copy on
+/// the destination's process holds are sent by the process holding the block (one exchange,
+/// point to point, every process taking part).
 template <class T, std::size_t N, class S1, sharding S2>
 array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   auto const& src = x.sharding();
@@ -144,18 +214,28 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   auto const events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
   detail::record_collectives(events);
   detail::trace_as const label = detail::trace_collectives(events, "reshard");
+  using transfers = detail::reshard_transfers<T, N, S1, S2>;
+  std::optional<transfers> moved;
+  if (x.pool()->spans_processes(std::span<int const>(src_ids)) || x.pool()->spans_processes(std::span<int const>(s.device_ids())))
+    moved.emplace(x, s);
+  std::size_t const ns = src_ids.size();
   return detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
     int const d = s.device_ids()[pos];
     // The source position on this device, if any: its copy of a block is the cheapest to read.
     int const local = static_cast<std::size_t>(d) < src_pos_of.size() ? src_pos_of[static_cast<std::size_t>(d)] : -1;
     auto const local_block = local >= 0 ? src.block(static_cast<std::size_t>(local), shape) : std::array<slice, N>{};
-    for (std::size_t p = 0; p < src_ids.size(); ++p) {
+    for (std::size_t p = 0; p < ns; ++p) {
       if (src.replica_id(p) != 0) continue;  // one copy of each distinct block
       auto const sb = src.block(p, shape);
       std::array<slice, N> region{};
       if (!detail::intersect(sb, block, region)) continue;
+      if (moved && moved->offset[pos * ns + p] != transfers::none) {  // sent by another process
+        auto const& buf = moved->recv[static_cast<std::size_t>(moved->from[pos * ns + p])];
+        detail::copy_region(reinterpret_cast<T const*>(buf.data() + moved->offset[pos * ns + p]), region, out, block, region);
+        continue;
+      }
       std::size_t from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
-      if (!x.pool()->is_local(src_ids[from]))  // another process's copy: read one of ours, if we hold the block
+      if (!x.pool()->is_local(src_ids[from]))  // another process's copy: read one of ours
         for (std::size_t q = 0; q < src_ids.size(); ++q)
           if (x.pool()->is_local(src_ids[q]) && src.block(q, shape) == sb) {
             from = q;

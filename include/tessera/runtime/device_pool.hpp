@@ -149,6 +149,13 @@ class device_pool {
   /// What the processes agree on before they act together (debug builds compare the host data
   /// every process gives device_put): called with a hash and what it is of; throws on disagreement.
   std::function<void(std::uint64_t, char const*)> agree;
+  /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
+  /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
+  /// `recv[r]`, sized by the caller to what process r sends it. How reshard moves blocks.
+  std::function<void(std::vector<std::vector<std::byte>> const& send, std::vector<std::vector<std::byte>>& recv)>
+      exchange;
+  /// The number of processes whose devices are in the id space (1 without a distributed runtime).
+  int process_count() const { return process_first_.empty() ? 1 : static_cast<int>(process_first_.size()); }
   /// A number naming this pool in messages: 1 for the first made in the process, then 2, ...
   std::uint64_t id() const { return id_; }
   /// "runtime 2 (4 devices)", for messages.
