@@ -62,8 +62,8 @@ concept same_layout_shardings = requires {
   throw std::runtime_error("tessera: this operation needs the block of device " + std::to_string(device) +
                            ", which belongs to another process (this process has devices " + std::to_string(first) +
                            " to " + std::to_string(first + local - 1) +
-                           "); summing between processes (reductions, matmul partial sums, shard_map collectives) is "
-                           "not done yet: reshard with tessera::device_put, or gather with tessera::process_allgather");
+                           "); read it through an operation that moves blocks (device_put, a reduction, matmul), or "
+                           "gather with tessera::process_allgather");
 }
 
 /// What an array owns; shared between copies of the array, since arrays are immutable like jax.Array.

@@ -7,7 +7,9 @@
 // over the partial axes a reduce-scatter, in one pass, with no staging copy.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -49,25 +51,92 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     if (!used) free_axes.push_back(a);
   }
   std::size_t const n = m.num_devices();
+  auto const& ids = from.device_ids();
+  auto in_row = [&](std::size_t q, std::size_t pos) {
+    if constexpr (Mesh::rank > 1) {  // one axis is always used (g++ 12 warns of bounds otherwise)
+      for (std::size_t a : free_axes)
+        if (m.coordinate(q, a) != m.coordinate(pos, a)) return false;
+    }
+    return true;
+  };
+  // Across processes: the regions of partial blocks another process holds are sent first, in
+  // one exchange (every process computes the same list, so all take part or none does). A
+  // region several devices of one process need is sent once.
+  struct piece {
+    int receiver;
+    std::size_t q;
+    std::array<slice, N> region;
+    std::size_t offset;
+  };
+  std::vector<piece> pieces;
+  std::vector<std::vector<std::byte>> recv;
+  auto const& pool = *p.pool();
+  if (pool.spans_processes(std::span<int const>(ids))) {
+    auto const procs = static_cast<std::size_t>(pool.process_count());
+    int const me = pool.process_of(pool.first_id());
+    std::vector<std::vector<std::byte>> send(procs);
+    std::vector<std::size_t> recv_size(procs, 0);
+    for (std::size_t t = 0; t < to.device_ids().size(); ++t) {
+      int const receiver = pool.process_of(to.device_ids()[t]);
+      auto const tb = to.block(t, shape);
+      for (std::size_t q = 0; q < n; ++q) {
+        int const sender = pool.process_of(ids[q]);
+        if (sender == receiver || !in_row(q, t)) continue;
+        auto const sb = from.block(q, shape);
+        std::array<slice, N> region{};
+        if (!intersect(sb, tb, region)) continue;
+        bool seen = false;
+        for (auto const& pc : pieces) seen = seen || (pc.receiver == receiver && pc.q == q && pc.region == region);
+        if (seen) continue;
+        std::size_t const bytes = element_count(block_shape(region)) * sizeof(T);
+        auto const r = static_cast<std::size_t>(receiver);
+        if (sender == me) {
+          auto& out = send[r];
+          std::size_t const at = out.size();
+          out.resize(at + bytes);
+          copy_region(p.block_data(q), sb, reinterpret_cast<T*>(out.data() + at), region, region);
+        }
+        std::size_t offset = 0;
+        if (receiver == me) {
+          offset = recv_size[static_cast<std::size_t>(sender)];
+          recv_size[static_cast<std::size_t>(sender)] += bytes;
+        }
+        pieces.push_back({receiver, q, region, offset});
+      }
+    }
+    if (!pieces.empty()) {
+      if (!pool.exchange)
+        throw std::logic_error("tessera: a sum of partial results between processes needs tessera::distributed::runtime");
+      recv.resize(procs);
+      for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
+      pool.exchange(send, recv);
+      std::erase_if(pieces, [&](piece const& pc) { return pc.receiver != me; });
+    }
+  }
   return build_array<T, N, S2>(to, shape, "sum of partial results", [&](std::size_t pos, std::array<slice, N> const& tb, T* out) {
     // Every device combines its contributions in the same order (device position), so every
     // copy of a replicated element has the same bits, as the runtime's all-reduce guarantees.
     bool started = false;
     std::array<slice, N> region{};
     for (std::size_t q = 0; q < n; ++q) {
-      if constexpr (Mesh::rank > 1) {  // one axis is always used (g++ 12 warns of bounds otherwise)
-        bool same_row = true;
-        for (std::size_t a : free_axes) same_row = same_row && m.coordinate(q, a) == m.coordinate(pos, a);
-        if (!same_row) continue;
-      }
-      auto const sb = from.block(q, shape);
+      if (!in_row(q, pos)) continue;
+      auto sb = from.block(q, shape);
       if (!intersect(sb, tb, region)) continue;
+      T const* src = nullptr;
+      if (pool.is_local(ids[q])) {
+        src = p.block_data(q);
+      } else {  // received: the region alone, row-major
+        for (auto const& pc : pieces)
+          if (pc.q == q && pc.region == region)
+            src = reinterpret_cast<T const*>(recv[static_cast<std::size_t>(pool.process_of(ids[q]))].data() + pc.offset);
+        if (src == nullptr) throw std::logic_error("tessera: internal: a partial block's region was not received");
+        sb = region;
+      }
       if (!started && region == tb) {
-        copy_region(p.block_data(q), sb, out, tb, tb);
+        copy_region(src, sb, out, tb, tb);
       } else {
         if (!started) std::fill(out, out + element_count(block_shape(tb)), identity_of<T>(op));
-        visit_region(p.block_data(q), sb, out, tb, region,
-                     [op](T const* s, T* d, std::size_t len) { combine_into(op, d, s, len); });
+        visit_region(src, sb, out, tb, region, [op](T const* s, T* d, std::size_t len) { combine_into(op, d, s, len); });
       }
       started = true;
     }

@@ -238,14 +238,18 @@ class reduction : public expression_tag {
     if (all_reduce)
       for (std::size_t k : axes)
         for (std::size_t a = 0; a < in::spec[k].count(); ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axis(a)));
+    auto pool = detail::pool_for(s, "reduction");
+    if (!red_axes.empty() && pool->spans_processes(std::span<int const>(m.device_ids()))) {
+      // Across processes: each device reduces its own block, then the partial results are
+      // combined over the processes (an exchange of the regions each one needs).
+      return detail::sum_partials(compute(false), reduced_axes, s, detail::runtime_op<Op>());
+    }
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];
     std::array<bool, Q> reduced{};
     for (std::size_t k : axes) reduced[k + Q - N] = true;
 
-    auto pool = detail::pool_for(s, "reduction");
-    detail::require_one_process(*pool, m.device_ids(), "reduction");
     std::size_t const n = m.num_devices();
     detail::team t(n, m.device_ids());
     std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());
