@@ -293,6 +293,45 @@ void check_reshard_across(tessera::distributed::runtime& rt) {
   }
 }
 
+/// A training step's gradient (issue 17) on data sharded over every process's devices: the
+/// gradient of the replicated weights is summed over the processes, and equals the host's.
+void check_grad_across(tessera::distributed::runtime& rt) {
+  int const me = rt.process_index(), n = rt.process_count();
+  std::size_t const per_process = 6, rows = per_process * static_cast<std::size_t>(n), cols = 3;
+  auto mesh = tessera::make_mesh<"data">({rt.device_count()});
+  auto const by_rows = tessera::named_sharding(mesh, tessera::P<"data", tessera::none>{});
+  auto xv = [](std::size_t i, std::size_t j) { return 0.01f * global_value(i, j) - 0.5f; };
+  auto yv = [](std::size_t i) { return (i % 2 == 0) ? 1.0f : 0.0f; };
+  xt::xtensor<float, 2> xl = xt::zeros<float>({per_process, cols});
+  xt::xtensor<float, 2> yl = xt::zeros<float>({per_process, std::size_t{1}});
+  for (std::size_t i = 0; i < per_process; ++i) {
+    std::size_t const gi = static_cast<std::size_t>(me) * per_process + i;
+    for (std::size_t j = 0; j < cols; ++j) xl(i, j) = xv(gi, j);
+    yl(i, 0) = yv(gi);
+  }
+  auto x = tessera::make_array_from_process_local_data(by_rows, xl, {rows, cols});
+  auto y = tessera::make_array_from_process_local_data(by_rows, yl, {rows, std::size_t{1}});
+  xt::xtensor<float, 2> wh = {{0.3f}, {-0.2f}, {0.1f}};
+  auto w = tessera::device_put(wh, tessera::named_sharding(mesh, tessera::P<>{}));
+  auto const [loss, gw] = tessera::value_and_grad([&](auto const& v) {
+    auto const d = tessera::sigmoid(tessera::matmul(x, v)) - y;
+    return tessera::mean(d * d);
+  })(w);
+  // The host's gradient of the same loss, in double.
+  std::vector<double> g(cols, 0.0);
+  double l = 0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    double z = 0;
+    for (std::size_t j = 0; j < cols; ++j) z += double(xv(i, j)) * double(wh(j, 0));
+    double const p = 1 / (1 + std::exp(-z)), d = p - double(yv(i));
+    l += d * d / double(rows);
+    for (std::size_t j = 0; j < cols; ++j) g[j] += 2 * d * p * (1 - p) * double(xv(i, j)) / double(rows);
+  }
+  for (auto const& sh : gw.addressable_shards())
+    for (std::size_t j = 0; j < cols; ++j) EXPECT(std::abs(double(sh.data(j, 0)) - g[j]) < 1e-6);
+  for (auto const& sh : loss.addressable_shards()) EXPECT(std::abs(double(sh.data()) - l) < 1e-6);
+}
+
 void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_size) {
   EXPECT(rt.process_index() == world_rank);
   EXPECT(rt.process_count() == world_size);
@@ -311,6 +350,7 @@ void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_
   check_gathers(rt);
   check_global(rt);
   check_reshard_across(rt);
+  check_grad_across(rt);
 }
 
 /// Every process's failure count, summed (after the runtime is gone, on MPI_COMM_WORLD).
