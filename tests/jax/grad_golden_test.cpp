@@ -18,8 +18,8 @@
 //     of size 1 ignored), except in the rows marked as differences, where the check asserts
 //     tessera's documented answer instead (the gradient keeps its primal's spec on Auto axes too,
 //     where JAX's eager gradient is laid out as XLA's propagation chose; d/da pow(a, b) is 0, not
-//     nan, at a = 0, b = 0). That last case also meets a bug of tessera's forward pow (0 ** 0 is 0
-//     on SIMD batches): a mismatch of its value is reported (WARN), not failed.
+//     nan, at a = 0, b = 0). That last case found a bug of tessera's forward pow (0 ** 0 was 0
+//     on SIMD batches, xsimd's answer), fixed in expr/ops.hpp: its value is checked like the others.
 // The input specs written in C++ are checked against the golden case's, so a case cannot run
 // with other specs than JAX's.
 
@@ -267,16 +267,7 @@ void run_case(json const& c, argnums<K...> an, F const& f, char const* differenc
     double const v = tessera::to_host(value)();
     double const w = c.at("value").get<double>();
     INFO("tessera " << v << ", JAX " << w);
-    if (difference != nullptr && std::string(difference) == pow_zero_zero) {
-      // A bug, not a difference: tessera's element-wise pow(0, 0) is 0 where it runs on SIMD
-      // batches (xsimd 8.1's pow), 1 in JAX, std::pow and IEEE 754. Reported in every run, not
-      // failed, until tessera/expr/ops.hpp is fixed; then this becomes a CHECK.
-      if (std::abs(v - w) > rtol * std::max({1.0, std::abs(v), std::abs(w)}))
-        WARN("known bug: tessera's pow(0, 0) is 0 on SIMD batches, so the value of pow_zero_zero is "
-             << v << ", JAX's " << w);
-    } else {
-      CHECK(std::abs(v - w) <= rtol * std::max({1.0, std::abs(v), std::abs(w)}));
-    }
+    CHECK(std::abs(v - w) <= rtol * std::max({1.0, std::abs(v), std::abs(w)}));
   }
   json const& want = c.at("grads");
   constexpr std::array<std::size_t, sizeof...(K)> ks{K...};

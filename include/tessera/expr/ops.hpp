@@ -84,7 +84,10 @@ struct power {
   template <class T> static constexpr bool simd = detail::floating<T>;
   template <class X> static X apply(X a, X b) {
     if constexpr (!detail::is_number<X>) {
-      return xsimd::pow(a, b);
+      // IEEE's pow(x, 0) and pow(1, y) are 1 for every x and y (NaN included), as std::pow and
+      // JAX give; xsimd's pow (8.1) gives 0 for pow(0, 0).
+      using V = typename X::value_type;
+      return xsimd::select(b == X(V(0)) || a == X(V(1)), X(V(1)), xsimd::pow(a, b));
     } else if constexpr (detail::floating<X>) {
       return std::pow(a, b);
     } else if constexpr (std::is_same_v<X, bool>) {
