@@ -65,6 +65,7 @@ double max_abs_diff(A const& a, B const& b) {
 
 TEST_CASE("grad of the seed's logistic regression loss: types kept, values against finite differences, one all-reduce each",
           "[grad]") {
+  tessera::runtime rt{8};
   std::size_t const devices = GENERATE(1, 2, 4, 8);
   std::size_t const B = 4 * devices + 3 * (devices > 1 ? 0 : 1);
   std::size_t const D = 5;
@@ -156,6 +157,7 @@ double sigmoid_host(double v) { return 1 / (1 + std::exp(-v)); }
 
 TEST_CASE("grad of every element-wise function against finite differences, on 1-D and 2-D meshes, uneven shapes",
           "[grad]") {
+  tessera::runtime rt{8};
   auto const m8 = tessera::make_mesh<"X">({8});
   auto const m24 = tessera::make_mesh<"X", "Y">({2, 4});
   auto run = [&](auto const& mesh, auto spec, std::array<std::size_t, 2> shape) {
@@ -200,6 +202,7 @@ TEST_CASE("grad of every element-wise function against finite differences, on 1-
 }
 
 TEST_CASE("stop_gradient: the value goes through, the derivative does not", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X">({4});
   auto const s = tessera::named_sharding(mesh, P<"X">{});
   auto const xh = values<1>({8}, 0.2);
@@ -209,6 +212,7 @@ TEST_CASE("stop_gradient: the value goes through, the derivative does not", "[gr
 }
 
 TEST_CASE("maximum and minimum share the cotangent at ties, as JAX does", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X">({2});
   auto const s = tessera::named_sharding(mesh, P<"X">{});
   xt::xtensor<double, 1> ah = {1.0, 2.0, 3.0, 4.0};
@@ -226,6 +230,7 @@ TEST_CASE("maximum and minimum share the cotangent at ties, as JAX does", "[grad
 }
 
 TEST_CASE("binary operations with NumPy broadcasting: cotangents summed over the broadcast dimensions", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X", "Y">({2, 2});
   auto const sa = tessera::named_sharding(mesh, P<"X", "Y">{});
   auto const ah = values<2>({6, 5}, 0.3);
@@ -268,6 +273,7 @@ TEST_CASE("binary operations with NumPy broadcasting: cotangents summed over the
 }
 
 TEST_CASE("reductions: sum, mean, max, min and prod over every axis set, sharded reduced dimensions", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X", "Y">({2, 4});
   auto const s = tessera::named_sharding(mesh, P<"X", "Y">{});
   xt::xtensor<double, 2> xh = values<2>({6, 5}, 0.5);
@@ -341,6 +347,7 @@ TEST_CASE("reductions: sum, mean, max, min and prod over every axis set, sharded
 }
 
 TEST_CASE("transpose and every matmul form against finite differences", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X", "Y">({2, 2});
   auto put = [&](auto const& h, auto spec) { return tessera::device_put(h, tessera::named_sharding(mesh, spec)); };
   // Host products written out (xtensor-blas is not a dependency).
@@ -430,6 +437,7 @@ TEST_CASE("transpose and every matmul form against finite differences", "[grad]"
 
 TEST_CASE("gradient collectives: partial contributions are summed once; a sharded parameter's is reduce-scattered",
           "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X">({4});
   auto const xh = values<2>({8, 6}, 0.1);
   auto const x2h = values<2>({8, 6}, 0.7);
@@ -490,6 +498,7 @@ struct dense {
 }  // namespace
 
 TEST_CASE("parameter trees: tuples and class-template structs in, the same structure out; has_aux, vjp", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X">({2});
   auto const xh = values<2>({4, 3}, 0.3);
   auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X", none>{}));
@@ -569,6 +578,7 @@ TEST_CASE("parameter trees: tuples and class-template structs in, the same struc
 }
 
 TEST_CASE("grad on Explicit axes, unused arguments and escaped tracers", "[grad]") {
+  tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X", "Y">({2, 2}, tessera::explicit_axes);
   auto const xh = values<2>({4, 6}, 0.3);
   auto const wh = values<2>({6, 2}, 0.8);
