@@ -1,12 +1,17 @@
-# cmake -P script: run EXE; fail on nonzero exit. If EXPECTED exists, its
-# content must equal EXE's stdout byte for byte (ACTUAL receives the output).
+# cmake -P script: run EXE (with ARGS, separated by '|'); fail on nonzero exit. If EXPECTED
+# exists, its content must equal EXE's stdout byte for byte (ACTUAL receives the output).
 cmake_minimum_required(VERSION 3.21)
 
 if(NOT EXE)
   message(FATAL_ERROR "RunAndCompare.cmake: EXE not set")
 endif()
 
-execute_process(COMMAND "${EXE}"
+set(_args)
+if(ARGS)
+  string(REPLACE "|" ";" _args "${ARGS}")
+  list(FILTER _args EXCLUDE REGEX "^$")
+endif()
+execute_process(COMMAND "${EXE}" ${_args}
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE err)
