@@ -30,6 +30,7 @@
 #include "tessera/array/block_copy.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
+#include "tessera/runtime/team.hpp"
 #include "tessera/array/to_host.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
@@ -120,9 +121,11 @@ class runtime {
       local_.pool().set_process_span(first_device_, global_devices_, std::move(firsts));
       local_.pool().agree = [this](std::uint64_t hash, char const* what) { agree_on(hash, what); };
       local_.pool().exchange = [this](std::vector<std::vector<std::byte>> const& send,
-                                      std::vector<std::vector<std::byte>>& recv) {
-        env_.check_caller("a reshard between processes");
+                                      std::vector<std::vector<std::byte>>& recv, std::uint64_t signature,
+                                      std::string const& what) {
+        env_.check_caller(what.c_str());
         std::lock_guard lock(env_.call_mutex());
+        agree_on_signature(signature, what);
         detail::mpi_exchange_bytes(env_, send, recv);
       };
     } catch (...) {
@@ -139,6 +142,24 @@ class runtime {
       if (all[p] != all[0])
         throw std::invalid_argument(std::string("tessera: ") + what + " differs between process 0 and process " +
                                     std::to_string(p) + "; every process must give the same (checked in debug builds)");
+  }
+  /// Before an exchange: every process says what it is in (a hash and its first 63 characters);
+  /// a process doing something else is a collective_mismatch on every process, not a hang or
+  /// bytes read as the wrong thing.
+  void agree_on_signature(std::uint64_t signature, std::string const& what) const {
+    struct record {
+      std::uint64_t signature;
+      char what[64];
+    };
+    record mine{signature, {}};
+    what.copy(mine.what, sizeof mine.what - 1);
+    auto const all = detail::mpi_allgather_values(env_, mine);
+    for (std::size_t p = 1; p < all.size(); ++p)
+      if (all[p].signature != all[0].signature)
+        throw tessera::collective_mismatch("tessera: the processes are in different operations between processes: "
+                                           "process 0 in " + std::string(all[0].what) + ", process " +
+                                           std::to_string(p) + " in " + std::string(all[p].what) +
+                                           "; every process must run the same program (SPMD)");
   }
   static int checked_count(int k) {
     if (k < 1)

@@ -291,6 +291,18 @@ void check_reshard_across(tessera::distributed::runtime& rt) {
     expect_shards(gram_rs, gram_value);
     tessera::detail::mpi_max_bytes_per_call.store(keep);
   }
+  if (n > 1) {
+    // Processes in different reshards: a collective_mismatch on every process naming both, not a
+    // hang or bytes read as the wrong layout; afterwards they go on together.
+    std::string const e = error_of([&] {
+      if (me == 0) (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{}));
+      else (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<tessera::none, "data">{}));
+    });
+    EXPECT(e.find("the processes are in different operations between processes: process 0 in a reshard of "
+                  "float32(" + std::to_string(rows) + ", " + std::to_string(cols) + ")") != std::string::npos);
+    auto again = tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{}));
+    expect_shards(again, value);
+  }
 }
 
 /// A training step's gradient (issue 17) on data sharded over every process's devices: the

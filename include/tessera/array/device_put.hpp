@@ -18,6 +18,7 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/runtime/collective_counter.hpp"
+#include "tessera/runtime/fnv1a.hpp"
 
 namespace tessera {
 
@@ -32,12 +33,6 @@ concept row_major_contiguous = xt::has_data_interface<std::decay_t<E>>::value &&
   std::decay_t<E>::static_layout;
 } && std::decay_t<E>::contiguous_layout && (std::decay_t<E>::static_layout == xt::layout_type::row_major);
 
-/// FNV-1a of bytes: what processes compare before a device_put of host data.
-inline std::uint64_t fnv1a(void const* p, std::size_t n, std::uint64_t h = 14695981039346656037ull) {
-  auto const* b = static_cast<unsigned char const*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 
 template <class T, std::size_t N, class S>
 array<T, N, S> put_host(T const* data, shape_t<N> const& shape, S const& s) {
@@ -132,6 +127,23 @@ auto device_put(T const* data, I const (&shape)[N], S const& s) {
 
 namespace detail {
 
+/// What every process taking part in an exchange must agree on: the kind of operation, the
+/// element type, the shape and both layouts (device ids and blocks).
+template <class T, std::size_t N, class S1, class S2>
+std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, S1 const& from, S2 const& to) {
+  std::uint64_t h = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, kind), sizeof(T)), N);
+  for (auto d : shape) h = fnv1a_value(h, d);
+  auto layout = [&](auto const& s) {
+    for (std::size_t p = 0; p < s.device_ids().size(); ++p) {
+      h = fnv1a_value(h, s.device_ids()[p]);
+      for (auto const& sl : s.block(p, shape)) h = fnv1a_value(fnv1a_value(h, sl.start), sl.stop);
+    }
+  };
+  layout(from);
+  layout(to);
+  return h;
+}
+
 /// The pieces of a reshard that cross processes: for target position q and distinct source
 /// block p (replica 0), the bytes process `from` sends when the target's process holds no copy
 /// of that block. Every process computes the same list, so all of them know whether an exchange
@@ -189,7 +201,8 @@ struct reshard_transfers {
     if (!pool.exchange)
       throw std::logic_error("tessera::device_put: a reshard between processes needs tessera::distributed::runtime");
     for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
-    pool.exchange(send, recv);
+    pool.exchange(send, recv, exchange_signature<T>(1, shape, src, s),
+                  "a reshard of " + std::string(dtype_name<T>()) + shape_string(shape));
   }
 };
 

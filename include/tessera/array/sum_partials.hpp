@@ -22,6 +22,7 @@
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/fnv1a.hpp"
 
 namespace tessera::detail {
 
@@ -109,7 +110,16 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
         throw std::logic_error("tessera: a sum of partial results between processes needs tessera::distributed::runtime");
       recv.resize(procs);
       for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
-      pool.exchange(send, recv);
+      std::uint64_t sig = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, std::uint64_t{2}), sizeof(T)), N);
+      sig = fnv1a_value(sig, static_cast<int>(op));
+      for (auto d : shape) sig = fnv1a_value(sig, d);
+      for (std::size_t i = 0; i < unreduced.count(); ++i) {
+        auto const name = unreduced.axis(i).view();
+        sig = fnv1a(name.data(), name.size(), sig);
+      }
+      for (int d : ids) sig = fnv1a_value(sig, d);
+      for (int d : to.device_ids()) sig = fnv1a_value(sig, d);
+      pool.exchange(send, recv, sig, "a sum of partial results of shape " + shape_string(shape));
       std::erase_if(pieces, [&](piece const& pc) { return pc.receiver != me; });
     }
   }

@@ -151,8 +151,11 @@ class device_pool {
   std::function<void(std::uint64_t, char const*)> agree;
   /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
   /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
-  /// `recv[r]`, sized by the caller to what process r sends it. How reshard moves blocks.
-  std::function<void(std::vector<std::vector<std::byte>> const& send, std::vector<std::vector<std::byte>>& recv)>
+  /// `recv[r]`, sized by the caller to what process r sends it; the processes first compare
+  /// `signature`, a hash of what they are doing (`what`), and all throw collective_mismatch if
+  /// any differs. How reshards and sums between processes move blocks.
+  std::function<void(std::vector<std::vector<std::byte>> const& send, std::vector<std::vector<std::byte>>& recv,
+                     std::uint64_t signature, std::string const& what)>
       exchange;
   /// The number of processes whose devices are in the id space (1 without a distributed runtime).
   int process_count() const { return process_first_.empty() ? 1 : static_cast<int>(process_first_.size()); }
