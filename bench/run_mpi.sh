@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tessera::process_allgather against MPI_Allgather of the same bytes (issue 15), under mpirun
-# with 2 processes of 1 device; prints the machine line and one table. Builds the benchmark in
+# tessera across processes against the MPI call moving the same bytes (issue 15), under mpirun
+# with 2 processes of 1 device: process_allgather and a reshard against MPI_Allgather, a sum
+# against MPI_Allreduce; prints the machine line and one table. Builds the benchmark in
 # build/bench-mpi (Release) first.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,9 +13,9 @@ flags=(--oversubscribe --bind-to none)
 [[ $(id -u) == 0 ]] && flags+=(--allow-run-as-root)
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) CPUs; $(mpirun --version | head -1); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| bytes per process | processes | tessera::process_allgather | MPI_Allgather | tessera/MPI |"
-echo "|---|---|---|---|---|"
+echo "| operation | bytes per process | processes | tessera | MPI | tessera/MPI |"
+echo "|---|---|---|---|---|---|"
 for np in ${NPS:-2}; do
   OMPI_MCA_mpi_yield_when_idle=1 mpirun "${flags[@]}" -np "$np" "$build/bench/bench_process_allgather" |
-    awk '{ printf "| %s | %s | %s s | %s s | %s |\n", $1, $2, $3, $4, $5 }'
+    awk '{ printf "| %s | %s | %s | %s s | %s s | %s |\n", $1, $2, $3, $4, $5, $6 }'
 done

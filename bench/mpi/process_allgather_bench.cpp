@@ -1,9 +1,15 @@
-// tessera::process_allgather against the raw MPI call moving the same bytes (issue 15):
-// MPI_Allgather of float32, 4 KiB and 4 MiB per process, in one run of one binary. Run with
+// tessera across processes against the raw MPI call moving the same bytes (issue 15), float32,
+// 4 KiB and 4 MiB per process, in one run of one binary. Run with
 //   mpirun -np 2 bench_process_allgather      (bench/run_mpi.sh)
-// It prints one line per size: "<bytes per process> <processes> <tessera s/call> <MPI s/call> <ratio>".
-// tessera's call adds what JAX's does: the processes agree on element type and shape first (one
-// small allgather), and the result is a fresh host array.
+// It prints one line per operation and size:
+//   "<operation> <bytes per process> <processes> <tessera s/call> <MPI s/call> <ratio>"
+//   allgather  tessera::process_allgather of host data   against MPI_Allgather
+//   reshard    device_put of a global array, P("X") -> P(): its blocks gathered on every
+//              process (one exchange, after the processes compare a signature) against MPI_Allgather
+//   sum        tessera::sum<0> of a [processes, n] array with a row per process, replicated
+//              result (each process's row to the others, summed in process order) against MPI_Allreduce
+// tessera's calls add what JAX's do: the processes agree first (one small allgather), and the
+// result is a fresh array.
 #include <tessera/distributed.hpp>
 
 #include <algorithm>
@@ -11,6 +17,9 @@
 #include <vector>
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <tessera/tessera.hpp>
 
 namespace {
 
@@ -43,15 +52,36 @@ int main(int argc, char** argv) {
   tessera::distributed::runtime rt{argc, argv, 1};
   MPI_Comm const comm = rt.communicator();
   int const n = rt.process_count();
+  auto const np = static_cast<std::size_t>(n);
+  auto const mesh = tessera::make_mesh<"X">({n});
+  auto report = [&](char const* what, std::size_t bytes, double t_tessera, double t_mpi) {
+    if (rt.process_index() == 0)
+      std::printf("%s %zu %d %.3g %.3g %.2f\n", what, bytes, n, t_tessera, t_mpi, t_tessera / t_mpi);
+  };
   for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{4} << 20}) {
     std::size_t const count = bytes / sizeof(float);
     xt::xtensor<float, 1> mine = xt::arange<float>(static_cast<float>(count));
-    std::vector<float> all(count * static_cast<std::size_t>(n));
-    double const t_tessera = median_per_call(comm, [&] { auto r = tessera::process_allgather(mine, true); (void)r; });
-    double const t_mpi = median_per_call(comm, [&] {
+    std::vector<float> all(count * np);
+    double const t_mpi_gather = median_per_call(comm, [&] {
       MPI_Allgather(mine.data(), static_cast<int>(count), MPI_FLOAT, all.data(), static_cast<int>(count), MPI_FLOAT, comm);
     });
-    if (rt.process_index() == 0)
-      std::printf("%zu %d %.3g %.3g %.2f\n", bytes, n, t_tessera, t_mpi, t_tessera / t_mpi);
+    report("allgather", bytes, median_per_call(comm, [&] { auto r = tessera::process_allgather(mine, true); (void)r; }),
+           t_mpi_gather);
+    // A global array with `count` elements per process, sharded over the processes.
+    auto const x = tessera::make_array_from_process_local_data(tessera::named_sharding(mesh, tessera::P<"X">{}), mine,
+                                                                {count * np});
+    auto const everywhere = tessera::named_sharding(mesh, tessera::P<>{});
+    report("reshard", bytes, median_per_call(comm, [&] { auto r = tessera::device_put(x, everywhere); (void)r; }),
+           t_mpi_gather);
+    // Rows of a [processes, count] array, one per process: their sum, replicated.
+    xt::xtensor<float, 2> row = xt::reshape_view(mine, {std::size_t{1}, count});
+    auto const rows = tessera::make_array_from_process_local_data(
+        tessera::named_sharding(mesh, tessera::P<"X", tessera::none>{}), row, {np, count});
+    std::vector<float> sum(count);
+    double const t_mpi_sum = median_per_call(comm, [&] {
+      MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+    });
+    report("sum", bytes, median_per_call(comm, [&] { auto r = tessera::eval(tessera::sum<0>(rows)); (void)r; }),
+           t_mpi_sum);
   }
 }
