@@ -108,6 +108,12 @@ TEST_CASE("grad of the seed's logistic regression loss: types kept, values again
     CHECK(hand.count("all-reduce") == (devices > 1 ? 2u : hand_collectives));
   }
 
+  // explain(): the plan of the gradient before it runs, the hand-written step's collectives.
+  auto const plan = tessera::explain(tessera::grad<0, 1>(loss), w, b);
+  CHECK(plan.count() == hand_collectives);
+  CHECK(plan.count("all-reduce") == hand_collectives);
+  CHECK(plan.result == "(float64[5,1], float64[1])");
+
   tessera::collective_counter counter;
   auto const [gw, gb] = tessera::grad<0, 1>(loss)(w, b);
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(gw)>, std::remove_cvref_t<decltype(w)>>);
@@ -449,6 +455,9 @@ TEST_CASE("gradient collectives: partial contributions are summed once; a sharde
   auto loss = [&](auto const& v) {
     return tessera::sum(tessera::matmul(x, v)) + tessera::sum(tessera::sin(tessera::matmul(x2, v)));
   };
+  auto const plan = tessera::explain(tessera::grad(loss), w);
+  CHECK(plan.count() == 1);
+  CHECK(plan.count("all-reduce") == 1);
   tessera::collective_counter counter;
   auto const g = tessera::grad(loss)(w);
   auto const host = [&](xt::xtensor<double, 2> const& v) {
@@ -470,8 +479,13 @@ TEST_CASE("gradient collectives: partial contributions are summed once; a sharde
 
   // FSDP: the parameter sharded over X; its gradient arrives reduce-scattered, in its layout.
   auto const ws = tessera::device_put(wh, tessera::named_sharding(mesh, P<"X", none>{}));
+  auto const fsdp_grad = tessera::grad([&](auto const& v) { return tessera::sum(tessera::sin(tessera::matmul(x, v))); });
+  auto const fsdp_plan = tessera::explain(fsdp_grad, ws);
+  CHECK(fsdp_plan.count("reduce-scatter") == 1);
+  CHECK(fsdp_plan.count("all-reduce") == 0);
   tessera::collective_counter fsdp;
-  auto const gs = tessera::grad([&](auto const& v) { return tessera::sum(tessera::sin(tessera::matmul(x, v))); })(ws);
+  auto const gs = fsdp_grad(ws);
+  CHECK(fsdp.count() == fsdp_plan.count());
   STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(gs)>, std::remove_cvref_t<decltype(ws)>>);
   CHECK(fsdp.count("reduce-scatter") == 1);
   CHECK(fsdp.count("all-reduce") == 0);
@@ -612,4 +626,13 @@ TEST_CASE("grad on Explicit axes, unused arguments and escaped tracers", "[grad]
     return tessera::sum(a);
   })(x);
   CHECK_THROWS_WITH(tessera::sin(*kept), Catch::Contains("a tracer was used after its grad"));
+
+  // explain() only plans: a function that reads its traced values is told so.
+  auto const reads = tessera::grad([](auto const& a) {
+    auto const b = a * a;
+    (void)tessera::to_host(b.primal());
+    return tessera::sum(b);
+  });
+  CHECK_THROWS_WITH(tessera::explain(reads, x), Catch::Contains("only planned was read"));
+  CHECK(tessera::explain(tessera::grad([](auto const& a) { return tessera::sum(a * a); }), x).count() == 0);
 }

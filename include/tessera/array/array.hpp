@@ -72,8 +72,15 @@ struct array_storage {
   S sharding;
   shape_t<N> shape;
   std::shared_ptr<device_pool> pool;
-  std::vector<device_buffer<T>> buffers;  // one per device, in the sharding's device order
+  std::vector<device_buffer<T>> buffers;  // one per device, in the sharding's device order; none at all
+                                          // for a value explain() only planned (shape and layout)
 };
+
+/// A value that explain() only planned was read (autodiff/tracer.hpp's placeholder).
+[[noreturn]] inline void throw_planned_value() {
+  throw std::logic_error("tessera: a value that explain() only planned was read; the function given to "
+                         "explain(grad(f), ...) must not read its traced values (print them, gather them)");
+}
 }  // namespace detail
 
 /// jax.Array: an immutable N-d array of T laid out over devices by a sharding S.
@@ -146,6 +153,7 @@ class array {
   }
   /// x.addressable_shards: one shard per device of this process, in the sharding's device order.
   std::vector<shard<T, N>> addressable_shards() const {
+    if (st_->buffers.empty()) detail::throw_planned_value();
     std::vector<shard<T, N>> out;
     auto const& ids = st_->sharding.device_ids();
     out.reserve(ids.size());
@@ -165,6 +173,7 @@ class array {
   T const* block_data(std::size_t pos) const {
     int const d = st_->sharding.device_ids()[pos];
     if (!st_->pool->is_local(d)) detail::throw_not_addressable(d, st_->pool->first_id(), st_->pool->size());
+    if (st_->buffers.empty()) detail::throw_planned_value();
     return st_->buffers[pos].data();
   }
   /// The pool whose threads own the blocks.

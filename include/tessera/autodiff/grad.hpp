@@ -11,12 +11,16 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "tessera/autodiff/rules.hpp"
 #include "tessera/autodiff/tracer.hpp"
+#include "tessera/debug/explain.hpp"
+#include "tessera/debug/typeof.hpp"
 #include "tessera/tree/tree_util.hpp"
 
 namespace tessera {
@@ -121,6 +125,7 @@ auto strip(T const& tree) {
 template <class A>
 A filled(typename A::sharding_type const& s, shape_t<A::rank> const& shape, typename A::value_type v) {
   using T = typename A::value_type;
+  if (planning != nullptr) return placeholder<A>(s, shape);
   return build_array<T, A::rank>(s, shape, "grad", [&](std::size_t, auto const& block, T* out) {
     std::fill(out, out + element_count(block_shape(block)), v);
   });
@@ -232,38 +237,102 @@ struct argnums_or_first {
 
 }  // namespace detail::ad
 
+namespace detail::ad {
+
+/// What a grad function gives (jax.grad, its has_aux form, jax.value_and_grad and its has_aux form).
+enum class grad_result { gradients, gradients_and_aux, value_and_gradients, value_aux_and_gradients };
+
+/// The type names of a tree's leaves, for a plan's result line: `float32[32,1]`, or a list.
+template <class T>
+std::string leaf_types(T const& tree) {
+  std::string out;
+  std::size_t n = 0;
+  std::apply([&](auto const&... leaf) { ((out += (n++ ? ", " : "") + type_of(leaf)), ...); }, tree_leaves(tree));
+  return n == 1 ? out : "(" + out + ")";
+}
+
+/// Sets the planning sink for its lifetime.
+class planning_guard {
+ public:
+  explicit planning_guard(std::vector<collective_event>* sink) : previous_(planning) { planning = sink; }
+  ~planning_guard() { planning = previous_; }
+  planning_guard(planning_guard const&) = delete;
+  planning_guard& operator=(planning_guard const&) = delete;
+
+ private:
+  std::vector<collective_event>* previous_;
+};
+
+}  // namespace detail::ad
+
+/// The function jax.grad or jax.value_and_grad returns: call it with the arguments; explain()
+/// of it lists the collectives a call would run (forward and backward), without running them.
+template <detail::ad::grad_result R, class F, std::size_t... Argnums>
+class grad_function {
+  static constexpr bool has_aux = R == detail::ad::grad_result::gradients_and_aux ||
+                                  R == detail::ad::grad_result::value_aux_and_gradients;
+  static constexpr bool wants_value = R == detail::ad::grad_result::value_and_gradients ||
+                                      R == detail::ad::grad_result::value_aux_and_gradients;
+
+ public:
+  explicit grad_function(F f) : f_(std::move(f)) {}
+
+  /// The gradients (and the value and aux, as the JAX function it stands for gives them).
+  template <class... Args>
+  auto operator()(Args const&... args) const {
+    auto r = detail::ad::argnums_or_first<Argnums...>::template call<has_aux, wants_value>(f_, args...);
+    if constexpr (R == detail::ad::grad_result::gradients) return std::move(r.second);
+    else if constexpr (R == detail::ad::grad_result::gradients_and_aux)
+      return std::make_pair(std::move(r.second), std::move(r.first.second));
+    else return r;
+  }
+
+  /// The collectives of a call with these arguments, in the order they would run: the function
+  /// is called with tracers whose values are only planned, as jax.jit(jax.grad(f)).lower(...)
+  /// shows the program's collectives; the function must not read its traced values.
+  template <class... Args>
+  communication_plan plan(Args const&... args) const {
+    communication_plan p;
+    detail::ad::planning_guard guard(&p.collectives);
+    auto r = detail::ad::argnums_or_first<Argnums...>::template call<has_aux, false>(f_, args...);
+    p.result = detail::ad::leaf_types(r.second);
+    return p;
+  }
+
+ private:
+  F f_;
+};
+
+/// explain(jax.grad(f), args...): the collectives grad(f)(args...) would run, before it runs;
+/// a collective_counter around the call confirms them.
+template <detail::ad::grad_result R, class F, std::size_t... Argnums, class... Args>
+communication_plan explain(grad_function<R, F, Argnums...> const& g, Args const&... args) {
+  return g.plan(args...);
+}
+
 /// jax.grad(f, argnums=(Argnums...)): the gradient of scalar f with respect to the arguments
 /// Argnums (the first when none is given); one tree for one argnum, a std::tuple for several.
 template <std::size_t... Argnums, class F>
 auto grad(F f) {
-  return [f = std::move(f)](auto const&... args) {
-    return detail::ad::argnums_or_first<Argnums...>::template call<false, false>(f, args...).second;
-  };
+  return grad_function<detail::ad::grad_result::gradients, F, Argnums...>(std::move(f));
 }
 
 /// jax.grad(f, argnums, has_aux=True): f returns (value, aux); gives (gradients, aux).
 template <std::size_t... Argnums, class F>
 auto grad(F f, has_aux_t) {
-  return [f = std::move(f)](auto const&... args) {
-    auto r = detail::ad::argnums_or_first<Argnums...>::template call<true, false>(f, args...);
-    return std::make_pair(std::move(r.second), std::move(r.first.second));
-  };
+  return grad_function<detail::ad::grad_result::gradients_and_aux, F, Argnums...>(std::move(f));
 }
 
 /// jax.value_and_grad(f, argnums): gives (f's value, gradients).
 template <std::size_t... Argnums, class F>
 auto value_and_grad(F f) {
-  return [f = std::move(f)](auto const&... args) {
-    return detail::ad::argnums_or_first<Argnums...>::template call<false, true>(f, args...);
-  };
+  return grad_function<detail::ad::grad_result::value_and_gradients, F, Argnums...>(std::move(f));
 }
 
 /// jax.value_and_grad(f, argnums, has_aux=True): gives ((value, aux), gradients).
 template <std::size_t... Argnums, class F>
 auto value_and_grad(F f, has_aux_t) {
-  return [f = std::move(f)](auto const&... args) {
-    return detail::ad::argnums_or_first<Argnums...>::template call<true, true>(f, args...);
-  };
+  return grad_function<detail::ad::grad_result::value_aux_and_gradients, F, Argnums...>(std::move(f));
 }
 
 /// jax.vjp(f, *primals): gives (f(*primals), vjp_fn); vjp_fn(cotangent) gives a std::tuple of

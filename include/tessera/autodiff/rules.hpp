@@ -322,7 +322,7 @@ auto chooser_contribution(X const& x, G const& g, Y const& y) {
   using T = typename G::value_type;
   auto const& p = x.primal();
   auto const at = p == spread<Axes...>(y, p);
-  auto const counts = tessera::eval(g / tessera::sum<Axes...>(tessera::astype<T>(at)));
+  auto const counts = materialize(g / tessera::sum<Axes...>(tessera::astype<T>(at)));
   return tessera::where(at, spread<Axes...>(counts, p), 0);
 }
 }  // namespace detail::ad
@@ -354,8 +354,8 @@ auto prod(X const& x) {
       using T = typename std::remove_cvref_t<decltype(g)>::value_type;
       auto const& p = x.primal();
       // The product of the non-zero elements, and how many are zero, per reduced group.
-      auto const nonzero = tessera::eval(tessera::prod<Axes...>(tessera::where(p == 0, 1, p)));
-      auto const zeros = tessera::eval(tessera::sum<Axes...>(tessera::astype<T>(p == 0)));
+      auto const nonzero = materialize(tessera::prod<Axes...>(tessera::where(p == 0, 1, p)));
+      auto const zeros = materialize(tessera::sum<Axes...>(tessera::astype<T>(p == 0)));
       auto const z = spread<Axes...>(zeros, p);
       auto const others = tessera::where(z == 0, spread<Axes...>(y(), p) / p,
                                          tessera::where(z == 1, tessera::where(p == 0, spread<Axes...>(nonzero, p), 0), 0));
@@ -422,14 +422,14 @@ void matmul_backward(A const& a, B const& b, G const& g) {
   } else if constexpr (RA == 1) {  // [K] @ [..., K, N] -> [..., N]
     contribute(a, [&] { return tessera::matmul(pb, g); });
     contribute(b, [&] {
-      auto const col = expand_dims<1>(tessera::eval(tessera::astype<T>(pa)));  // [K, 1]
+      auto const col = expand_dims<1>(materialize(tessera::astype<T>(pa)));  // [K, 1]
       auto const row = expand_dims<RB - 2>(g);                                // [..., 1, N]
       return tessera::matmul(col, row);
     });
   } else if constexpr (RB == 1) {  // [..., M, K] @ [K] -> [..., M]
     contribute(a, [&] {
       auto const col = expand_dims<RA - 1>(g);                                // [..., M, 1]
-      auto const row = expand_dims<0>(tessera::eval(tessera::astype<T>(pb)));  // [1, K]
+      auto const row = expand_dims<0>(materialize(tessera::astype<T>(pb)));  // [1, K]
       return tessera::matmul(col, row);
     });
     contribute(b, [&] { return tessera::matmul(swap_last(pa), g); });

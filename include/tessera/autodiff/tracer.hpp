@@ -59,10 +59,43 @@ class tape {
   std::vector<std::function<void()>> clears_;
 };
 
+/// Set while explain() plans a gradient: every evaluation appends its collectives here and
+/// gives an array without blocks instead of running (autodiff/grad.hpp's explain).
+inline thread_local std::vector<collective_event>* planning = nullptr;
+
+/// An array of type A with the shape and layout of a value, holding no blocks: what the
+/// backward pass computes with while it is only planned.
+template <class A>
+A placeholder(typename A::sharding_type const& s, shape_t<A::rank> const& shape) {
+  using T = typename A::value_type;
+  using S = typename A::sharding_type;
+  // No buffers at all marks it (array::block_data then refuses to read it).
+  return A(std::make_shared<array_storage<T, A::rank, S>>(array_storage<T, A::rank, S>{s, shape, pool_for(s, "explain"), {}}));
+}
+
+/// The collectives of evaluating x, then its placeholder (planning).
+template <class A, class X>
+A planned(X const& x) {
+  plan_of(x, *planning);
+  return placeholder<A>(typename A::sharding_type(*mesh_of(x)), shape_of(x));
+}
+
+/// tessera::eval, or its plan and a placeholder while planning.
+template <class X>
+auto materialize(X const& x) {
+  using A = decltype(tessera::eval(x));
+  if (planning != nullptr && !is_array<X>::value) return planned<A>(x);
+  return A(tessera::eval(x));
+}
+
 /// The array an operand evaluates to, in type A (the same values; the layout of A's spec when
 /// A's spec is written shorter than the rank, as P("X") for a matrix).
 template <class A, class X>
 A as_array(X const& x) {
+  if (planning != nullptr) {
+    if constexpr (std::is_same_v<X, A>) return x;
+    else return planned<A>(x);
+  }
   if constexpr (std::is_same_v<X, A>) {
     return x;
   } else if constexpr (is_array<X>::value) {
@@ -106,6 +139,7 @@ auto expand_dims(array<U, K, named_sharding<M, Spec>> const& x) {
   S2 const s2(x.sharding().mesh());
   shape_t<K + 1> shape{};
   for (std::size_t i = 0, k = 0; i <= K; ++i) shape[i] = i == J ? 1 : x.shape()[k++];
+  if (planning != nullptr) return placeholder<array<U, K + 1, S2>>(s2, shape);
   return build_array<U, K + 1, S2>(s2, shape, "expand_dims", [&](std::size_t pos, auto const& block, U* o) {
     std::size_t const n = element_count(block_shape(block));
     std::copy(x.block_data(pos), x.block_data(pos) + n, o);
@@ -144,6 +178,11 @@ template <class A, class PA, dim_spec U>
 struct pending_partial final : pending_sum<A> {
   explicit pending_partial(PA b) : blocks(std::move(b)) {}
   A sum(typename A::sharding_type const& to) const override {
+    if (planning != nullptr) {
+      auto const e = reshard_events<typename A::value_type, A::rank>(blocks.shape(), blocks.sharding(), U, to);
+      planning->insert(planning->end(), e.begin(), e.end());
+      return placeholder<A>(to, blocks.shape());
+    }
     return A(sum_partials(blocks, U, to, reduce_op::sum));
   }
   PA blocks;
@@ -170,17 +209,23 @@ class cotangent {
       using PA = std::remove_cvref_t<decltype(e.partial())>;
       constexpr dim_spec U = operand_traits<X>::unreduced;
       using pending = pending_partial<A, PA, U>;
-      PA blocks = e.partial();
+      PA blocks = [&] {
+        if (planning == nullptr) return PA(e.partial());
+        e.partial_plan(*planning);
+        return placeholder<PA>(typename PA::sharding_type(e.mesh()), shape_of(e));
+      }();
       if (!partial_) {
         partial_ = std::make_unique<pending>(std::move(blocks));
       } else if (auto* p = dynamic_cast<pending*>(partial_.get())) {
         // Two partial sums over the same axes: added block by block, still partial.
         using PS = typename PA::sharding_type;
         using node = partial_array<T, N, PS, U>;
-        auto const both = node(p->blocks) + node(std::move(blocks));
-        p->blocks = PA(both.partial());
+        if (planning == nullptr) {
+          auto const both = node(p->blocks) + node(std::move(blocks));
+          p->blocks = PA(both.partial());
+        }
       } else {
-        add_full(A(sum_partials(blocks, U, sharding_, reduce_op::sum)));
+        add_full(pending(std::move(blocks)).sum(sharding_));
       }
     } else {
       add_full(to_layout<A>(e));
@@ -201,7 +246,7 @@ class cotangent {
       bool grew = false;
       for (std::size_t j = 0; j < N; ++j) grew = grew || (shape_[j] == 1 && es[j] != 1);
       if (!grew) add(e);
-      else add(sum_grown<0>(tessera::eval(e)));
+      else add(sum_grown<0>(materialize(e)));
     }
   }
 
@@ -253,7 +298,7 @@ class cotangent {
       using Out = array<typename X::value_type, N, named_sharding<typename X::sharding_type::mesh_type, spec_type_t<out>>>;
       Out step = [&]() -> Out {
         if (shape_[J] == 1 && x.shape()[J] != 1) {
-          return expand_dims<J>(tessera::eval(tessera::sum<J>(x)));
+          return expand_dims<J>(materialize(tessera::sum<J>(x)));
         }
         if constexpr (std::is_same_v<Out, X>) return x;
         else return as_array<Out>(tessera::reshard(x, spec_type_t<out>{}));
@@ -355,8 +400,11 @@ class deferred : public expression_tag {
   A const& result() const { return n_->primal(); }
   auto evaluate() const { return result(); }
   void prepare() const { (void)n_->primal(); }
-  /// Not known before it runs (the pending expression is type-erased).
-  void plan(std::vector<collective_event>&) const {}
+  /// While explain() plans: the pending value's own plan (its evaluation is planned, once);
+  /// otherwise a value is computed when read, and has no plan of its own before.
+  void plan(std::vector<collective_event>&) const {
+    if (planning != nullptr) (void)n_->primal();
+  }
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
     return cursor_of<Q>(n_->primal(), pos, rb, rs);
