@@ -218,6 +218,15 @@ int main() {
   // grad<0, 1> differentiates with respect to w and b (argnums=(0, 1)); x and y are constants.
   // The jit'd function calls grad inside: jit calls it on the arrays themselves.
   std::printf("\nthe same loop with tessera::grad\n");
+  {
+    // explain() of the gradient: its collectives before anything runs, the hand-written plan's.
+    auto const grads = tessera::grad<0, 1>([&](auto const& wt, auto const& bt) { return loss(wt, bt, X_sharded, y_sharded); });
+    auto const plan = tessera::explain(grads, w, b);
+    std::cout << "explain(grad<0, 1>(loss)):\n" << plan;
+    bool const as_planned = plan.count() == hand_collectives && plan.count("all-reduce") == hand_all_reduces;
+    std::printf("the same collectives as the hand-written gradients: %s\n", as_planned ? "yes" : "no");
+    ok = ok && as_planned;
+  }
   auto const grad_step = tessera::jit(
       [](auto const& w, auto const& b, auto const& x, auto const& y) {
         auto const grads = tessera::grad<0, 1>(

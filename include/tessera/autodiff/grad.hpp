@@ -71,7 +71,11 @@ auto map_tree(F& f, T const& t) {
     return f(t);
   } else {
     auto children = children_of(t);
-    return std::apply([&](auto const&... c) { return rebuild_node<T>(map_tree(f, c)...); }, children);
+    // Braces: the leaves are mapped in order (a gradient's collectives then run in leaf order
+    // with every compiler, as explain() lists them).
+    auto mapped = std::apply([&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; },
+                             children);
+    return std::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
   }
 }
 
@@ -189,7 +193,8 @@ auto grad_of_scalar(F const& f, Args const&... args) {
     }
     auto grads = [&] {
       if constexpr (sizeof...(Argnums) == 1) return gradients(std::get<Argnums...>(wrapped));
-      else return std::make_tuple(gradients(std::get<Argnums>(wrapped))...);
+      else  // braces: in argument order
+        return std::tuple<decltype(gradients(std::get<Argnums>(wrapped)))...>{gradients(std::get<Argnums>(wrapped))...};
     }();
     // grad alone never evaluates the value: its last reduction (and all-reduce) does not run.
     auto value = [&] {
@@ -358,7 +363,11 @@ auto vjp(F const& f, Args const&... primals) {
     };
     detail::ad::for_each_pair(seed, out, cotangent);
     t->run();
-    return std::apply([](auto const&... tr) { return std::make_tuple(detail::ad::gradients(tr)...); }, traced);
+    return std::apply(
+        [](auto const&... tr) {
+          return std::tuple<decltype(detail::ad::gradients(tr))...>{detail::ad::gradients(tr)...};
+        },
+        traced);
   };
   return std::make_pair(std::move(value), std::move(fn));
 }
