@@ -30,6 +30,8 @@ using tessera::axes;
 using tessera::none;
 using tessera::P;
 using tessera_jax::json;
+using tessera_jax::spec_json;
+using tessera_jax::without_trivial_axes;
 
 namespace {
 
@@ -42,46 +44,7 @@ struct in {
   using spec = Spec;
 };
 
-/// A spec as the generator writes it: one entry per dimension (null, "x" or ["x", "y"]), trailing nulls dropped.
-template <std::size_t K>
-json spec_json(std::array<tessera::dim_spec, K> const& dims, std::size_t rank) {
-  json out = json::array();
-  for (std::size_t d = 0; d < rank; ++d) {
-    tessera::dim_spec const e = d < K ? dims[d] : tessera::dim_spec{};
-    if (e.is_none()) {
-      out.push_back(nullptr);
-    } else if (e.count() == 1) {
-      out.push_back(std::string(e.axis(0).view()));
-    } else {
-      json names = json::array();
-      for (std::size_t a = 0; a < e.count(); ++a) names.push_back(std::string(e.axis(a).view()));
-      out.push_back(names);
-    }
-  }
-  while (!out.empty() && out.back().is_null()) out.erase(out.size() - 1);
-  return out;
-}
 
-/// The spec with the mesh axes of size 1 left out: a size-1 axis shards nothing, so specs that
-/// differ only there are one layout (JAX's NamedSharding.is_equivalent_to).
-json without_trivial_axes(json const& spec, json const& mesh_sizes, json const& names) {
-  auto trivial = [&](std::string const& a) {
-    for (std::size_t i = 0; i < names.size(); ++i)
-      if (names[i] == a) return mesh_sizes[i] == 1;
-    return false;
-  };
-  json out = json::array();
-  for (auto const& e : spec) {
-    json kept = json::array();
-    if (e.is_string() && !trivial(e)) kept.push_back(e);
-    if (e.is_array())
-      for (auto const& a : e)
-        if (!trivial(a)) kept.push_back(a);
-    out.push_back(kept.empty() ? json(nullptr) : kept.size() == 1 ? kept[0] : kept);
-  }
-  while (!out.empty() && out.back().is_null()) out.erase(out.size() - 1);
-  return out;
-}
 
 /// The case's mesh: Auto axes "x", "y", "z" (as many as the mesh has), over the first devices.
 template <std::size_t R>

@@ -211,14 +211,23 @@ TESSERA_AD_UNARY(abs, jnp.abs, tessera::where(p >= 0, g, -g))
 TESSERA_AD_UNARY(relu, jax.nn.relu, tessera::where(p > 0, g, 0))
 #undef TESSERA_AD_UNARY
 
+namespace detail::ad {
+/// The transpose of maximum and minimum: g to the operand equal to the result, half to each at
+/// a tie (JAX's _balanced_eq).
+template <class A, class B, class G, class Y>
+void balanced_choice(A const& a, B const& b, G const& g, Y const& y) {
+    contribute(a, [&] { return tessera::where(primal_of(a) == y(), tessera::where(primal_of(b) == y(), 0.5 * g, g), 0); });
+    contribute(b, [&] { return tessera::where(primal_of(b) == y(), tessera::where(primal_of(a) == y(), 0.5 * g, g), 0); });
+}
+}  // namespace detail::ad
+
 /// jnp.maximum with a tracer: g goes to the larger operand, half to each at a tie (JAX's _balanced_eq).
 template <class A, class B>
   requires detail::ad::binary<A, B>
 auto maximum(A const& a, B const& b) {
   using namespace detail::ad;
   return record(tape_of(a, b), tessera::maximum(primal_of(a), primal_of(b)), [a, b](auto const& g, auto const& y) {
-    contribute(a, [&] { return tessera::where(primal_of(a) == y(), tessera::where(primal_of(b) == y(), 0.5 * g, g), 0); });
-    contribute(b, [&] { return tessera::where(primal_of(b) == y(), tessera::where(primal_of(a) == y(), 0.5 * g, g), 0); });
+    balanced_choice(a, b, g, y);
   });
 }
 
@@ -228,8 +237,7 @@ template <class A, class B>
 auto minimum(A const& a, B const& b) {
   using namespace detail::ad;
   return record(tape_of(a, b), tessera::minimum(primal_of(a), primal_of(b)), [a, b](auto const& g, auto const& y) {
-    contribute(a, [&] { return tessera::where(primal_of(a) == y(), tessera::where(primal_of(b) == y(), 0.5 * g, g), 0); });
-    contribute(b, [&] { return tessera::where(primal_of(b) == y(), tessera::where(primal_of(a) == y(), 0.5 * g, g), 0); });
+    balanced_choice(a, b, g, y);
   });
 }
 
