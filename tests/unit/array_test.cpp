@@ -178,8 +178,18 @@ xt::xtensor<T, N> view_of_impl(xt::xtensor<T, N> const& h, block_t const& b, std
 /// The block `b` of the host array, cut with plain xt::view.
 template <class T, std::size_t N>
 xt::xtensor<T, N> view_of(xt::xtensor<T, N> const& h, block_t const& b) {
-  if constexpr (N == 0) return h;
-  else return view_of_impl(h, b, std::make_index_sequence<N>{});
+  if constexpr (N == 0) {
+    return h;
+  } else {
+    // An empty block cut from an empty array: xtensor's view would offset its null data
+    // pointer (undefined behaviour, which clang's UBSan reports).
+    if (h.size() == 0) {
+      std::array<std::size_t, N> shape{};
+      for (std::size_t i = 0; i < N; ++i) shape[i] = b[i].stop - b[i].start;
+      return xt::xtensor<T, N>::from_shape(shape);
+    }
+    return view_of_impl(h, b, std::make_index_sequence<N>{});
+  }
 }
 
 template <std::size_t N, std::size_t... I>
