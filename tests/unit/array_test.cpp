@@ -194,6 +194,7 @@ xt::xtensor<T, N> view_of(xt::xtensor<T, N> const& h, block_t const& b) {
 
 template <std::size_t N, std::size_t... I>
 void add_one_impl(xt::xtensor<int, N>& cover, block_t const& b, std::index_sequence<I...>) {
+  if (cover.size() == 0) return;  // nothing to cover (and xt::view would offset a null pointer)
   auto v = xt::view(cover, xt::range(b[I].start, b[I].stop)...);
   v += 1;
 }

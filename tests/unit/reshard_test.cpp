@@ -50,6 +50,11 @@ xt::xtensor<T, N> make_host(shape_t<N> const& shape) {
 template <class T, std::size_t N, std::size_t... I>
 xt::xtensor<T, N> view_of(xt::xtensor<T, N> const& h, std::array<tessera::slice, N> const& b,
                           std::index_sequence<I...>) {
+  if (h.size() == 0) {  // an empty block of an empty array: xt::view would offset a null pointer
+    std::array<std::size_t, N> shape{};
+    for (std::size_t i = 0; i < N; ++i) shape[i] = b[i].stop - b[i].start;
+    return xt::xtensor<T, N>::from_shape(shape);
+  }
   return xt::view(h, xt::range(b[I].start, b[I].stop)...);
 }
 
