@@ -306,7 +306,8 @@ void check_values(observed const& o, xt::xarray<double> const& want, xt::xarray<
                   std::string const& what) {
   std::string err = difference(o.host, want, scale, tol);
   if (!err.empty()) err = "to_host: " + err;
-  for (std::size_t s = 0; err.empty() && s < o.shards.size(); ++s) {
+  // An empty want has no data to view (xtensor would offset its null pointer); nothing to compare.
+  for (std::size_t s = 0; err.empty() && want.size() != 0 && s < o.shards.size(); ++s) {
     auto const& p = o.shards[s];
     xt::xstrided_slice_vector sv;
     for (std::size_t d = 0; d < p.start.size(); ++d) sv.push_back(xt::range(p.start[d], p.stop[d]));
