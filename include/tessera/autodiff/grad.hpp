@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "tessera/autodiff/rules.hpp"
+#include "tessera/autodiff/shard_map_grad.hpp"
 #include "tessera/autodiff/tracer.hpp"
 #include "tessera/debug/explain.hpp"
 #include "tessera/debug/typeof.hpp"
@@ -43,11 +44,14 @@ struct class_template<S<F...>> : std::true_type {
 };
 
 /// Node T rebuilt from mapped children: a tuple, pair or std::array of them; the same struct
-/// where the children have its field types; the same class template over the children's types.
+/// where the children have its field types; the same class template over the children's types;
+/// a Hana struct or hana::map as tree/hana_tree.hpp rebuilds it (a map keeps its keys).
 template <class T, class... C>
 auto rebuild_node(C&&... c) {
   using U = std::remove_cvref_t<T>;
-  if constexpr (is_tuple_like<U>::value) {
+  if constexpr (hana_node<U>::value) {
+    return hana_node<U>::rebuild(std::forward<C>(c)...);
+  } else if constexpr (is_tuple_like<U>::value) {
     if constexpr (requires { typename U::first_type; }) return std::pair{std::forward<C>(c)...};
     else return std::tuple{std::forward<C>(c)...};
   } else if constexpr (is_std_array<U>::value) {

@@ -98,6 +98,14 @@ struct shard_map_result_must_be_a_block {
 
 namespace detail {
 
+/// Arguments that make a shard_map call one grad differentiates through (autodiff's tracers
+/// specialise it), so this layer need not know them.
+template <class T>
+struct traced_argument : std::false_type {};
+/// A shard_map called with tracers: defined by autodiff/shard_map_grad.hpp.
+template <class... Args>
+struct traced_shard_map;
+
 /// The results of a body as a tuple, whatever it returned.
 template <class R>
 auto results_as_tuple(R&& r) {
@@ -209,6 +217,9 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
       // Naming an axis the mesh lacks fails here, in named_sharding's words, and nothing after it does.
       static_assert(((sizeof(named_sharding<Mesh, In>) > 0) && ...) && ((sizeof(named_sharding<Mesh, Out>) > 0) && ...));
       return detail::failed_expression<float, 0, Mesh>{};
+    } else if constexpr ((detail::traced_argument<std::remove_cvref_t<Args>>::value || ...)) {
+      // Under grad, value_and_grad or vjp: every device records its program (autodiff/shard_map_grad.hpp).
+      return detail::traced_shard_map<std::remove_cvref_t<Args>...>::run(*this, args...);
     } else if constexpr (sizeof...(Args) == sizeof...(In)) {
       return call(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
     }
@@ -216,6 +227,8 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
 
   /// The mesh the body runs over.
   Mesh const& mesh() const { return mesh_; }
+  /// The body (the f of jax.shard_map(f, ...)).
+  F const& body() const { return f_; }
 
  private:
   template <class Spec, class Arg>

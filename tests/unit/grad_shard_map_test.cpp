@@ -1,0 +1,341 @@
+// grad, value_and_grad and vjp through shard_map (autodiff/shard_map_grad.hpp): gradients of
+// data-parallel and FSDP losses against central finite differences of the same loss written
+// with plain xtensor on the host, the dot-product (adjoint) test of every collective's
+// transpose (<ct, C(x)> == <C^T(ct), x> with C^T from vjp), the collectives a gradient runs,
+// and the errors.
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xtensor.hpp>
+#include <xtensor/xview.hpp>
+
+#include "tessera/tessera.hpp"
+
+namespace {
+
+using tessera::none;
+using tessera::P;
+
+template <std::size_t N>
+xt::xtensor<double, N> values(std::array<std::size_t, N> const& shape, double seed) {
+  xt::xtensor<double, N> x(shape);
+  std::size_t i = 0;
+  for (auto& v : x) {
+    v = std::sin(seed + 1.7 * static_cast<double>(i) + 0.3 * static_cast<double>(i * i % 7)) * 0.9;
+    ++i;
+  }
+  return x;
+}
+
+template <class F, class X>
+X numeric_gradient(F const& f, X x, double h = 1e-6) {
+  X g = xt::zeros_like(x);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double const keep = x.flat(i);
+    x.flat(i) = keep + h;
+    double const up = f(x);
+    x.flat(i) = keep - h;
+    double const down = f(x);
+    x.flat(i) = keep;
+    g.flat(i) = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+template <class A, class B>
+double max_abs_diff(A const& a, B const& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  auto ia = a.begin();
+  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) m = std::max(m, std::abs(double(*ia) - double(*ib)));
+  return m;
+}
+
+template <class A, class B>
+double inner(A const& a, B const& b) {
+  REQUIRE(a.size() == b.size());
+  double s = 0;
+  auto ia = a.begin();
+  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) s += double(*ia) * double(*ib);
+  return s;
+}
+
+/// The data-parallel loss on the host: mean((sigmoid(x w + b) - y)^2) over every element.
+double host_loss(xt::xtensor<double, 2> const& x, xt::xtensor<double, 2> const& y, xt::xtensor<double, 2> const& w,
+                 xt::xtensor<double, 1> const& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < x.shape()[0]; ++i)
+    for (std::size_t j = 0; j < w.shape()[1]; ++j) {
+      double z = b(j);
+      for (std::size_t k = 0; k < w.shape()[0]; ++k) z += x(i, k) * w(k, j);
+      double const d = 1.0 / (1.0 + std::exp(-z)) - y(i, j);
+      s += d * d;
+    }
+  return s / static_cast<double>(x.shape()[0] * w.shape()[1]);
+}
+
+}  // namespace
+
+TEST_CASE("grad through shard_map: a data-parallel loss with pmean, replicated parameters all-reduced once") {
+  tessera::runtime rt{8};
+  auto const xh = values<2>({8, 3}, 0.1);
+  xt::xtensor<double, 2> const yh = values<2>({8, 2}, 0.7) * 0.5 + 0.5;
+  auto const wh = values<2>({3, 2}, 1.3);
+  auto const bh = values<1>({2}, 2.9);
+  auto const ngw = numeric_gradient([&](xt::xtensor<double, 2> const& v) { return host_loss(xh, yh, v, bh); }, wh);
+  auto const ngb = numeric_gradient([&](xt::xtensor<double, 1> const& v) { return host_loss(xh, yh, wh, v); }, bh);
+  auto const body = [](auto const& w, auto const& b, auto const& x, auto const& y) {
+    auto const d = tessera::sigmoid(tessera::matmul(x, w) + b) - y;
+    return tessera::pmean<"X">(tessera::mean(d * d));
+  };
+
+  SECTION("1-D mesh of 4") {
+    auto const mesh = tessera::make_mesh<"X">({4});
+    auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+    auto const b = tessera::device_put(bh, tessera::named_sharding(mesh, P<>{}));
+    auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const y = tessera::device_put(yh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const sm = tessera::shard_map(body, mesh, tessera::in_specs(P<>{}, P<>{}, P<"X">{}, P<"X">{}),
+                                       tessera::out_specs(P<>{}));
+    auto const loss = [&](auto const& wv, auto const& bv) { return sm(wv, bv, x, y); };
+    tessera::collective_counter counter;
+    auto const [gw, gb] = tessera::grad<0, 1>(loss)(w, b);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(gw)>, std::remove_cvref_t<decltype(w)>>);
+    STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(gb)>, std::remove_cvref_t<decltype(b)>>);
+    // The forward pmean, then one all-reduce per replicated parameter (pvary's transpose).
+    CHECK(counter.count() == 3);
+    CHECK(counter.count("all-reduce") == 3);
+    CHECK(max_abs_diff(tessera::to_host(gw), ngw) < 1e-7);
+    CHECK(max_abs_diff(tessera::to_host(gb), ngb) < 1e-7);
+
+    auto const [l, g2] = tessera::value_and_grad<0, 1>(loss)(w, b);
+    CHECK(std::abs(tessera::to_host(l)() - host_loss(xh, yh, wh, bh)) < 1e-12);
+    CHECK(max_abs_diff(tessera::to_host(std::get<0>(g2)), ngw) < 1e-7);
+  }
+
+  SECTION("2-D mesh, the batch over one axis and the other axis unused") {
+    auto const mesh = tessera::make_mesh<"X", "Y">({2, 2});
+    auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+    auto const b = tessera::device_put(bh, tessera::named_sharding(mesh, P<>{}));
+    auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const y = tessera::device_put(yh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const sm = tessera::shard_map(body, mesh, tessera::in_specs(P<>{}, P<>{}, P<"X">{}, P<"X">{}),
+                                       tessera::out_specs(P<>{}));
+    auto const g = tessera::grad<0, 1>([&](auto const& wv, auto const& bv) { return sm(wv, bv, x, y); })(w, b);
+    CHECK(max_abs_diff(tessera::to_host(std::get<0>(g)), ngw) < 1e-7);
+    CHECK(max_abs_diff(tessera::to_host(std::get<1>(g)), ngb) < 1e-7);
+  }
+
+  SECTION("2-D mesh, the batch over both axes") {
+    auto const mesh = tessera::make_mesh<"X", "Y">({2, 4});
+    using batch = P<tessera::axes<"X", "Y">>;
+    auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+    auto const b = tessera::device_put(bh, tessera::named_sharding(mesh, P<>{}));
+    auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, batch{}));
+    auto const y = tessera::device_put(yh, tessera::named_sharding(mesh, batch{}));
+    auto const body2 = [](auto const& wv, auto const& bv, auto const& xv, auto const& yv) {
+      auto const d = tessera::sigmoid(tessera::matmul(xv, wv) + bv) - yv;
+      return tessera::pmean<"X", "Y">(tessera::mean(d * d));
+    };
+    auto const sm = tessera::shard_map(body2, mesh, tessera::in_specs(P<>{}, P<>{}, batch{}, batch{}),
+                                       tessera::out_specs(P<>{}));
+    tessera::collective_counter counter;
+    auto const g = tessera::grad<0, 1>([&](auto const& wv, auto const& bv) { return sm(wv, bv, x, y); })(w, b);
+    CHECK(counter.count("all-reduce") == 3);
+    CHECK(max_abs_diff(tessera::to_host(std::get<0>(g)), ngw) < 1e-7);
+    CHECK(max_abs_diff(tessera::to_host(std::get<1>(g)), ngb) < 1e-7);
+  }
+}
+
+TEST_CASE("grad through shard_map: a loss that psums without pmean counts every device's copy") {
+  // psum of an invariant value is k times it (JAX's pvary then psum); its gradient is k too.
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({4});
+  auto const wh = values<1>({3}, 0.4);
+  auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+  auto const sm = tessera::shard_map([](auto const& v) { return tessera::psum<"X">(tessera::sum(v * v)); }, mesh,
+                                     tessera::in_specs(P<>{}), tessera::out_specs(P<>{}));
+  auto const g = tessera::grad([&](auto const& v) { return sm(v); })(w);
+  CHECK(max_abs_diff(tessera::to_host(g), 8.0 * wh) < 1e-12);
+}
+
+TEST_CASE("grad through shard_map: FSDP parameters all-gathered in the body get reduce-scattered gradients") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({2});
+  auto const xh = values<2>({6, 4}, 0.3);
+  auto const wh = values<2>({4, 3}, 1.1);
+  auto const host = [&](xt::xtensor<double, 2> const& w) {
+    double s = 0;
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t j = 0; j < 3; ++j) {
+        double z = 0;
+        for (std::size_t k = 0; k < 4; ++k) z += xh(i, k) * w(k, j);
+        s += std::tanh(z) * std::tanh(z);
+      }
+    return s / 18.0;
+  };
+  auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+  auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<"X">{}));
+  auto const sm = tessera::shard_map(
+      [](auto const& wv, auto const& xv) {
+        auto const full = tessera::all_gather<"X">(wv, 0, tessera::tiled);
+        auto const z = tessera::tanh(tessera::matmul(xv, full));
+        return tessera::pmean<"X">(tessera::mean(z * z));
+      },
+      mesh, tessera::in_specs(P<"X">{}, P<"X">{}), tessera::out_specs(P<>{}));
+  auto const g = tessera::grad([&](auto const& v) { return sm(v, x); })(w);
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(g)>, std::remove_cvref_t<decltype(w)>>);
+  CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, wh)) < 1e-7);
+}
+
+namespace {
+/// <ct, f(x)> against <vjp(ct), x> for a shard_map f of one argument: the adjoint test of f's
+/// transpose. f is linear, or homogeneous of `degree` (Euler: <J(x)^T ct, x> = degree <ct, f(x)>).
+template <class SM, class X, std::size_t R>
+void adjoint_test(SM const& sm, X const& x, std::array<std::size_t, R> const& out_shape, double degree = 1) {
+  auto [y, fn] = tessera::vjp([&](auto const& v) { return sm(v); }, x);
+  REQUIRE(y.shape() == out_shape);
+  auto const cth = values<R>(out_shape, 5.3);
+  auto const ct = tessera::device_put(cth, y.sharding());
+  auto const gx = std::get<0>(fn(ct));
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(gx)>, std::remove_cvref_t<X>>);
+  double const lhs = degree * inner(cth, tessera::to_host(y));
+  double const rhs = inner(tessera::to_host(gx), tessera::to_host(x));
+  CHECK(std::abs(lhs - rhs) < 1e-10 * (1 + std::abs(lhs)));
+  CHECK(std::abs(rhs) > 1e-3);  // not trivially zero
+  // A vjp function can be called again, and gives the same.
+  CHECK(max_abs_diff(tessera::to_host(std::get<0>(fn(ct))), tessera::to_host(gx)) == 0);
+}
+}  // namespace
+
+TEST_CASE("grad through shard_map: the dot-product test of every collective's transpose") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({4});
+  auto const sharded = tessera::named_sharding(mesh, P<"X">{});
+  auto const replicated = tessera::named_sharding(mesh, P<>{});
+  auto const x83 = tessera::device_put(values<2>({8, 3}, 0.2), sharded);
+
+  SECTION("psum and pmean of varying values") {
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::psum<"X">(v); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{})),
+                 x83, std::array<std::size_t, 2>{2, 3});
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::pmean<"X">(v * 3.0); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{})),
+                 x83, std::array<std::size_t, 2>{2, 3});
+  }
+  SECTION("psum of an invariant value") {
+    auto const r = tessera::device_put(values<2>({2, 3}, 0.9), replicated);
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::psum<"X">(v); }, mesh,
+                                    tessera::in_specs(P<>{}), tessera::out_specs(P<>{})),
+                 r, std::array<std::size_t, 2>{2, 3});
+  }
+  SECTION("all_gather, tiled and stacked, and its result used with varying values") {
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::all_gather<"X">(v, 0, tessera::tiled); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{})),
+                 x83, std::array<std::size_t, 2>{8, 3});
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::all_gather<"X">(v, 1); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{})),
+                 x83, std::array<std::size_t, 3>{2, 4, 3});
+    // The gathered value times the device's own block: varies again, and out_spec P("X") stacks the blocks.
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::all_gather<"X">(v, 0, tessera::tiled) * tessera::sum(v); },
+                                    mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x83, std::array<std::size_t, 2>{32, 3}, 2.0);
+  }
+  SECTION("an invariant result under an out_spec that names the axis") {
+    auto const r = tessera::device_put(values<2>({2, 3}, 0.9), replicated);
+    adjoint_test(tessera::shard_map([](auto const& v) { return v * 2.0; }, mesh, tessera::in_specs(P<>{}),
+                                    tessera::out_specs(P<"X">{})),
+                 r, std::array<std::size_t, 2>{8, 3});
+  }
+  SECTION("psum_scatter, tiled and not") {
+    auto const x = tessera::device_put(values<2>({32, 3}, 0.4), sharded);
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::psum_scatter<"X">(v, 0, tessera::tiled); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x, std::array<std::size_t, 2>{8, 3});
+    auto const x16 = tessera::device_put(values<2>({16, 3}, 0.6), sharded);
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::psum_scatter<"X">(v, 0); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x16, std::array<std::size_t, 1>{12});
+  }
+  SECTION("all_to_all, tiled and not") {
+    auto const x = tessera::device_put(values<2>({8, 4}, 0.8), sharded);
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::all_to_all<"X">(v, 1, 0, tessera::tiled); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x, std::array<std::size_t, 2>{32, 1});
+    auto const x16 = tessera::device_put(values<2>({16, 4}, 0.5), sharded);
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::all_to_all<"X">(v, 1, 0); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x16, std::array<std::size_t, 2>{16, 4});
+  }
+  SECTION("ppermute, a cycle and a partial permutation") {
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::ppermute<"X">(v, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}); },
+                                    mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x83, std::array<std::size_t, 2>{8, 3});
+    adjoint_test(tessera::shard_map([](auto const& v) { return tessera::ppermute<"X">(v * v, {{0, 2}, {3, 1}}); }, mesh,
+                                    tessera::in_specs(P<"X">{}), tessera::out_specs(P<"X">{})),
+                 x83, std::array<std::size_t, 2>{8, 3}, 2.0);
+  }
+}
+
+TEST_CASE("grad through shard_map: element-wise rules, reductions and transpose against finite differences") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({2});
+  xt::xtensor<double, 2> const xh = values<2>({4, 3}, 0.25) * 0.5 + 1.0;  // positive, for log and sqrt
+  auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+  auto const sm = tessera::shard_map(
+      [](auto const& v) {
+        auto const a = tessera::exp(v) / (1.0 + tessera::log(v)) - tessera::sqrt(v) * tessera::cos(v);
+        auto const b = tessera::relu(tessera::sin(v) - 0.5) + tessera::abs(v - 1.0) + -tessera::tanh(v);
+        auto const c = tessera::matmul(tessera::transpose(a), b);                 // 3x3
+        auto const d = tessera::sum<0>(a * b) + tessera::mean<1>(c) * 2.0 - 1.0;  // broadcast of rank 1
+        return tessera::psum<"X">(tessera::sum(d * d) + tessera::sum(c));
+      },
+      mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+  auto const host = [&](xt::xtensor<double, 2> const& v) {
+    double total = 0;
+    for (std::size_t blk = 0; blk < 2; ++blk) {
+      xt::xtensor<double, 2> vb = xt::view(v, xt::range(2 * blk, 2 * blk + 2), xt::all());
+      xt::xtensor<double, 2> a = xt::exp(vb) / (1.0 + xt::log(vb)) - xt::sqrt(vb) * xt::cos(vb);
+      xt::xtensor<double, 2> b = xt::maximum(xt::sin(vb) - 0.5, 0.0) + xt::abs(vb - 1.0) - xt::tanh(vb);
+      xt::xtensor<double, 2> c = xt::zeros<double>({3, 3});
+      for (std::size_t i = 0; i < 3; ++i)
+        for (std::size_t j = 0; j < 3; ++j)
+          for (std::size_t k = 0; k < 2; ++k) c(i, j) += a(k, i) * b(k, j);
+      xt::xtensor<double, 1> d = xt::sum(a * b, {0}) + xt::mean(c, {1}) * 2.0 - 1.0;
+      total += xt::sum(d * d)() + xt::sum(c)();
+    }
+    return total;
+  };
+  auto const g = tessera::grad([&](auto const& v) { return sm(v); })(x);
+  CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, xh)) < 1e-6);
+}
+
+TEST_CASE("grad through shard_map: errors") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({2});
+  auto const w = tessera::device_put(values<1>({4}, 0.1), tessera::named_sharding(mesh, P<"X">{}));
+  SECTION("a result that varies over an axis its out_spec does not name") {
+    auto const sm = tessera::shard_map([](auto const& v) { return tessera::sum(v); }, mesh, tessera::in_specs(P<"X">{}),
+                                       tessera::out_specs(P<>{}), tessera::no_check_vma);
+    auto const bad = tessera::shard_map(
+        [](auto const& v) { return tessera::sum(v); }, mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+    CHECK_THROWS_WITH(tessera::grad([&](auto const& v) { return bad(v); })(w),
+                      Catch::Contains("varies over mesh axes that out_specs[0] = P(None,)") ||
+                          Catch::Contains("does not name"));
+    (void)sm;
+  }
+  SECTION("explain of a gradient through shard_map") {
+    auto const sm = tessera::shard_map([](auto const& v) { return tessera::psum<"X">(tessera::sum(v)); }, mesh,
+                                       tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+    CHECK_THROWS_WITH(tessera::explain(tessera::grad([&](auto const& v) { return sm(v); }), w),
+                      Catch::Contains("explain of a gradient through shard_map"));
+  }
+}
