@@ -339,3 +339,83 @@ TEST_CASE("grad through shard_map: errors") {
                       Catch::Contains("explain of a gradient through shard_map"));
   }
 }
+
+TEST_CASE("grad inside a shard_map body: seed 004's distributed_training_step, local gradients then pmean") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({4});
+  auto const xh = values<2>({8, 3}, 0.1);
+  auto const yh = values<2>({8, 2}, 0.7);
+  auto const wh = values<2>({3, 2}, 1.3);
+  auto const host = [&](xt::xtensor<double, 2> const& w) {
+    double s = 0;
+    for (std::size_t i = 0; i < 8; ++i)
+      for (std::size_t j = 0; j < 2; ++j) {
+        double z = -yh(i, j);
+        for (std::size_t k = 0; k < 3; ++k) z += xh(i, k) * w(k, j);
+        s += z * z;
+      }
+    return s / 16.0;
+  };
+  auto const expected = numeric_gradient(host, wh);
+  auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+  auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+  auto const y = tessera::device_put(yh, tessera::named_sharding(mesh, P<"X">{}));
+  auto const loss_fn = [](auto const& wv, auto const& xv, auto const& yv) {
+    auto const d = tessera::matmul(xv, wv) - yv;
+    return tessera::mean(d * d);
+  };
+
+  SECTION("jax.grad(loss_fn)(params, x, y), then pmean, with check_vma=False: the average of the devices' gradients") {
+    auto const step = tessera::shard_map(
+        [&](auto const& wv, auto const& xv, auto const& yv) {
+          auto const g = tessera::grad(loss_fn)(wv, xv, yv);
+          // The gradient has the parameter's type (static_assert: Catch's macros are not for device threads).
+          static_assert(std::is_same_v<std::remove_cvref_t<decltype(g)>, std::remove_cvref_t<decltype(wv)>>);
+          return tessera::pmean<"X">(g);
+        },
+        mesh, tessera::in_specs(P<>{}, P<"X">{}, P<"X">{}), tessera::out_specs(P<>{}), tessera::no_check_vma);
+    tessera::collective_counter counter;
+    auto const g = step(w, x, y);
+    CHECK(counter.count() == 1);  // the pmean alone
+    CHECK(max_abs_diff(tessera::to_host(g), expected) < 1e-7);
+  }
+  SECTION("the same with check_vma: the invariant parameter's gradient is already summed over the devices") {
+    // JAX 0.12 gives the same: grad psums an invariant argument's cotangent (pvary's transpose),
+    // so pmean then changes nothing, and the result is 4 times the average.
+    auto const step = tessera::shard_map(
+        [&](auto const& wv, auto const& xv, auto const& yv) { return tessera::pmean<"X">(tessera::grad(loss_fn)(wv, xv, yv)); },
+        mesh, tessera::in_specs(P<>{}, P<"X">{}, P<"X">{}), tessera::out_specs(P<>{}));
+    tessera::collective_counter counter;
+    auto const g = step(w, x, y);
+    CHECK(counter.count() == 2);  // grad's psum, then the pmean
+    CHECK(max_abs_diff(tessera::to_host(g), 4.0 * expected) < 1e-7);
+  }
+  SECTION("value_and_grad, the loss averaged with pmean too") {
+    auto const step = tessera::shard_map(
+        [&](auto const& wv, auto const& xv, auto const& yv) {
+          auto const [l, g] = tessera::value_and_grad(loss_fn)(wv, xv, yv);
+          return std::make_tuple(tessera::pmean<"X">(l), tessera::pmean<"X">(g));
+        },
+        mesh, tessera::in_specs(P<>{}, P<"X">{}, P<"X">{}), tessera::out_specs(P<>{}, P<>{}), tessera::no_check_vma);
+    auto const [l, g] = step(w, x, y);
+    CHECK(std::abs(tessera::to_host(l)() - host(wh)) < 1e-12);
+    CHECK(max_abs_diff(tessera::to_host(g), expected) < 1e-7);
+  }
+  SECTION("a loss that averages over the devices itself: the invariant parameter's gradient is summed by grad") {
+    auto const step = tessera::shard_map(
+        [](auto const& wv, auto const& xv, auto const& yv) {
+          return tessera::grad([](auto const& a, auto const& b, auto const& c) {
+            auto const d = tessera::matmul(b, a) - c;
+            return tessera::pmean<"X">(tessera::mean(d * d));
+          })(wv, xv, yv);
+        },
+        mesh, tessera::in_specs(P<>{}, P<"X">{}, P<"X">{}), tessera::out_specs(P<>{}));
+    CHECK(max_abs_diff(tessera::to_host(step(w, x, y)), expected) < 1e-7);
+  }
+  SECTION("grad of plain xtensor values on the host") {
+    xt::xtensor<double, 2> const xs = xh;
+    xt::xtensor<double, 2> const ys = yh;
+    auto const g = tessera::grad(loss_fn)(wh, xs, ys);
+    CHECK(max_abs_diff(g, expected) < 1e-7);
+  }
+}

@@ -19,6 +19,7 @@
 
 #include "tessera/autodiff/rules.hpp"
 #include "tessera/autodiff/shard_map_grad.hpp"
+#include "tessera/parallel/vma_of.hpp"
 #include "tessera/autodiff/tracer.hpp"
 #include "tessera/debug/explain.hpp"
 #include "tessera/debug/typeof.hpp"
@@ -211,6 +212,163 @@ auto grad_of_scalar(F const& f, Args const&... args) {
   }
 }
 
+// ---- grad inside a shard_map body (seed 004's jax.grad(loss_fn) before pmean) --------------
+
+template <class B>
+struct block_vma_type;
+template <class T, std::size_t N, class Vma>
+struct block_vma_type<local_block<T, N, Vma>> {
+  using type = Vma;
+};
+
+/// f(leaf of a, leaf of b) for the leaves at the same places of two trees, in a's structure.
+template <class F, class A, class B>
+auto map_trees(F& f, A const& a, B const& b) {
+  if constexpr (!tree_node<A>) {
+    return f(a, b);
+  } else {
+    auto ca = children_of(a);
+    auto cb = children_of(b);
+    auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<decltype(map_trees(f, std::get<I>(ca), std::get<I>(cb)))...>{
+          map_trees(f, std::get<I>(ca), std::get<I>(cb))...};
+    }(std::make_index_sequence<std::tuple_size_v<decltype(ca)>>{});
+    return std::apply([](auto&&... m) { return rebuild_node<A>(std::move(m)...); }, std::move(mapped));
+  }
+}
+
+/// Whether X is a device's block or another xtensor value grad can differentiate inside a
+/// shard_map body: static rank, floating elements.
+template <class X>
+constexpr bool local_leaf_type() {
+  using D = std::remove_cvref_t<X>;
+  if constexpr (!xt::is_xexpression<D>::value) return false;
+  else if constexpr (!has_static_rank_v<D>) return false;
+  else return std::is_floating_point_v<typename D::value_type>;
+}
+
+/// Whether every leaf of tree T is such a value.
+template <class T>
+constexpr bool locally_differentiable() {
+  using leaves = decltype(tree_leaves(std::declval<T const&>()));
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return (local_leaf_type<std::tuple_element_t<I, leaves>>() && ...);
+  }(std::make_index_sequence<std::tuple_size_v<leaves>>{});
+}
+
+/// The mesh axes (of the running shard_map) a block's type says it varies over; an untracked
+/// value counts as varying over every axis but those reduced since (what shard_map assumes).
+/// Under no_check_vma every value varies (JAX's check_vma=False: no implicit psum in grad).
+template <class B>
+axis_mask block_mask() {
+  spmd_frame const* f = current_frame;
+  if (f == nullptr) return 0;
+  if (!f->check_vma) return static_cast<axis_mask>((axis_mask{1} << f->axis_names.size()) - 1);
+  constexpr vma_state s = vma_of<std::remove_cvref_t<B>>::value;
+  auto const has = [](axis_set const& set, std::string_view name) {
+    for (std::size_t i = 0; i < set.size; ++i)
+      if (set.names[i].view() == name) return true;
+    return false;
+  };
+  axis_mask m = 0;
+  for (std::size_t a = 0; a < f->axis_names.size(); ++a)
+    if (has(s.vary, f->axis_names[a]) || (s.unknown && !has(s.except, f->axis_names[a]))) m |= axis_mask{1} << a;
+  return m;
+}
+
+/// A device's value of a local tracer, as the xt::xtensor grad returns inside a body.
+template <class T, std::size_t N>
+xt::xtensor<T, N> to_xtensor(local_value<T, N> const& v) {
+  xt::xtensor<T, N> out = xt::xtensor<T, N>::from_shape(v.shape);
+  std::copy(v.v.begin(), v.v.end(), out.data());
+  return out;
+}
+
+/// grad's body inside a shard_map body: the Argnums arguments' leaves become local tracers
+/// on a tape of this device's own, and the gradients are this device's values (the seed then
+/// averages them with pmean).
+template <bool HasAux, bool WantValue, std::size_t... Argnums, class F, class... Args>
+auto local_grad_of_scalar(F const& f, Args const&... args) {
+  local_tape tp;
+  local_tape_guard guard(&tp);
+  auto const all = std::forward_as_tuple(args...);
+  auto trace_leaf = [](auto const& leaf) {
+    using D = std::remove_cvref_t<decltype(leaf)>;
+    using T = std::remove_cv_t<typename D::value_type>;
+    constexpr std::size_t N = static_rank_v<D>;
+    local_value<T, N> v = [&] {
+      if constexpr (N == 0) {
+        return local_value<T, 0>{std::vector<T>(1, static_cast<T>(leaf())), {}};
+      } else {
+        shape_t<N> sh{};
+        for (std::size_t i = 0; i < N; ++i) sh[i] = static_cast<std::size_t>(leaf.shape()[i]);
+        local_value<T, N> r = make_value<T>(sh);
+        std::copy(leaf.begin(), leaf.end(), r.v.begin());  // row-major iteration, any expression
+        return r;
+      }
+    }();
+    return local_tracer<T, N>(local_leaf(std::move(v), block_mask<D>()));
+  };
+  auto wrapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::make_tuple([&]<std::size_t K>(std::integral_constant<std::size_t, K>) -> decltype(auto) {
+      // The other arguments' floating blocks are traced too (their gradients dropped), so
+      // that operations mix them with the differentiated ones.
+      using A = std::remove_cvref_t<std::tuple_element_t<K, std::tuple<Args...>>>;
+      if constexpr (is_argnum<K, Argnums...> || locally_differentiable<A>()) return map_tree(trace_leaf, std::get<K>(all));
+      else return std::get<K>(all);
+    }(std::integral_constant<std::size_t, I>{})...);
+  }(std::index_sequence_for<Args...>{});
+  auto out = std::apply(f, wrapped);
+  auto const& loss = [&]() -> auto const& {
+    if constexpr (HasAux) return std::get<0>(out);
+    else return out;
+  }();
+  using L = std::remove_cvref_t<decltype(loss)>;
+  constexpr bool scalar = [] {
+    if constexpr (local_traced<L>) return L::rank == 0;
+    else return false;
+  }();
+  static_assert(scalar,
+                "tessera::grad inside a shard_map body: the function must return a scalar computed from its "
+                "differentiated arguments with tessera's operations (a rank-0 local tracer; jax.grad: Gradient only "
+                "defined for scalar-output functions)");
+  if constexpr (!scalar) {
+    return std::pair<int, int>{};
+  } else {
+    using T = typename L::value_type;
+    loss.node()->add(loss.node()->vma, local_value<T, 0>{std::vector<T>(1, T(1)), {}});
+    tp.run();
+    // A gradient has its primal's type: a block's (its vma included), else an xt::xtensor.
+    auto gradient_of = [](auto const& primal, auto const& x) {
+      using B = std::remove_cvref_t<decltype(primal)>;
+      auto const& n = x.node();
+      auto g = n->has_cotangent() ? n->take() : make_value<typename std::remove_cvref_t<decltype(x)>::value_type>(n->value.shape);
+      if constexpr (is_local_block<B>::value) return own_as_block<typename block_vma_type<B>::type>(std::move(g));
+      else return to_xtensor(g);
+    };
+    auto grads = [&] {
+      if constexpr (sizeof...(Argnums) == 1)
+        return map_trees(gradient_of, std::get<Argnums...>(all), std::get<Argnums...>(wrapped));
+      else
+        return std::tuple<decltype(map_trees(gradient_of, std::get<Argnums>(all), std::get<Argnums>(wrapped)))...>{
+            map_trees(gradient_of, std::get<Argnums>(all), std::get<Argnums>(wrapped))...};
+    }();
+    auto value = [&] {
+      if constexpr (!WantValue) return 0;
+      else return loss.node()->value.v[0];
+    }();
+    if constexpr (HasAux) {
+      auto plain = [](auto const& x) {
+        if constexpr (local_traced<decltype(x)>) return to_xtensor(x.node()->value);
+        else return x;
+      };
+      return std::make_pair(std::make_pair(value, map_tree(plain, std::get<1>(out))), std::move(grads));
+    } else {
+      return std::make_pair(value, std::move(grads));
+    }
+  }
+}
+
 /// The arguments checked, then grad_of_scalar (a tree for one argnum, a tuple of trees for several).
 template <bool HasAux, bool WantValue, std::size_t... Argnums, class F, class... Args>
 auto value_and_grad_call(F const& f, Args const&... args) {
@@ -222,15 +380,19 @@ auto value_and_grad_call(F const& f, Args const&... args) {
     return std::pair<int, int>{};  // after our error, nothing more to report
   } else {
     using arg_types = std::tuple<Args...>;
-    constexpr bool real = (differentiable<std::tuple_element_t<Argnums, arg_types>>() && ...);
-    static_assert(real,
-                  "tessera::grad: a differentiated argument holds a leaf that is not an array of float32 or float64; "
-                  "grad requires real-valued inputs, as jax.grad does (leave the argument out of argnums, or convert "
-                  "it with astype)");
-    if constexpr (!real) {
-      return std::pair<int, int>{};
+    if constexpr ((locally_differentiable<std::tuple_element_t<Argnums, arg_types>>() && ...)) {
+      return local_grad_of_scalar<HasAux, WantValue, Argnums...>(f, args...);
     } else {
-      return grad_of_scalar<HasAux, WantValue, Argnums...>(f, args...);
+      constexpr bool real = (differentiable<std::tuple_element_t<Argnums, arg_types>>() && ...);
+      static_assert(real,
+                    "tessera::grad: a differentiated argument holds a leaf that is not an array of float32 or float64; "
+                    "grad requires real-valued inputs, as jax.grad does (leave the argument out of argnums, or convert "
+                    "it with astype)");
+      if constexpr (!real) {
+        return std::pair<int, int>{};
+      } else {
+        return grad_of_scalar<HasAux, WantValue, Argnums...>(f, args...);
+      }
     }
   }
 }

@@ -298,6 +298,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
       pool->run(std::span<int const>(mesh_.device_ids()), [&](int d) {
         std::size_t const pos = *mesh_.position_of(d);
         detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
+        fr.check_vma = CheckVma;
         detail::frame_guard guard(fr);
         try {
           auto r = detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), pos)...));

@@ -35,6 +35,7 @@ struct spmd_frame {
   std::string (*describe)(op_signature const&) = nullptr;
   device_memory* memory = nullptr;     // this device's cache: collective results reuse touched pages
   std::shared_ptr<void const> owner;   // keeps `memory` alive while a result holds a block of it
+  bool check_vma = true;               // false under shard_map(..., no_check_vma): grad then types every value varying
 };
 
 inline thread_local spmd_frame* current_frame = nullptr;
