@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/tour and scripts/test (sourced, not executed).
 
-# Debian packages every tessera build needs (libopenblas-dev is optional to tessera itself:
-# without it, float/double matrix products use tessera's own kernel instead of OpenBLAS).
+# Debian packages every tessera build needs (libopenblas-dev and libboost-dev are optional to
+# tessera itself: without OpenBLAS, float/double matrix products use tessera's own kernel; without
+# Boost.Hana, Hana structs and hana::maps are not tree nodes and tree_hana_test is not built).
 TESSERA_BASE_PACKAGES=(cmake g++ make pkg-config xtensor-dev libxsimd-dev
-                       catch2 libbenchmark-dev ccache libopenblas-dev nlohmann-json3-dev)
+                       catch2 libbenchmark-dev ccache libopenblas-dev nlohmann-json3-dev libboost-dev)
 
 tessera_log() { printf '\n==> %s\n' "$*"; }
 

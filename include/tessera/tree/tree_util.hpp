@@ -3,8 +3,10 @@
 // (`params = {"w": ..., "b": ...}`, `jax.tree.map(lambda a, g: a - lr * g, p, grad)`), and
 // grad (issue 17) takes and returns them. A tree node is a std::tuple, std::pair, std::array
 // or a plain aggregate struct (`struct params { array<...> w; array<...> b; };`, up to 12
-// fields, read by structured bindings); everything else is a leaf. The structure is known
-// when the program compiles, so two trees that do not match fail to compile.
+// fields, read by structured bindings); where Boost.Hana is installed, a Hana struct or a
+// hana::map (`{"w": ..., "b": ...}` with its keys) is one too (tree/hana_tree.hpp, included at the
+// end). Everything else is a leaf. The structure is known when the program compiles, so two trees
+// that do not match fail to compile.
 
 #include <array>
 #include <cstddef>
@@ -42,6 +44,14 @@ constexpr std::size_t field_count() {
   else if constexpr (braces_take<T>(std::make_index_sequence<N>{})) return N;
   else return field_count<T, N - 1>();
 }
+
+/// The extension point for Boost.Hana nodes: tree/hana_tree.hpp specialises it for hana::map and
+/// hana::Struct models (value, children(x), rebuild(children...), same_node<B>()) where Hana is
+/// installed; for every other type, and everywhere without Hana, nothing is a Hana node.
+template <class T>
+struct hana_node {
+  static constexpr bool value = false;
+};
 
 template <class T>
 struct is_std_array : std::false_type {};
@@ -85,11 +95,14 @@ auto fields_of(T& x) {
   // clang-format on
 }
 
-/// The children of a node as a tuple of references (tuple, pair, std::array or struct).
+/// The children of a node as a tuple of references (tuple, pair, std::array, struct, or a Hana
+/// struct or map: Hana first, since a BOOST_HANA_DEFINE_STRUCT struct is an aggregate too).
 template <class T>
 auto children_of(T& x) {
   using U = std::remove_cv_t<T>;
-  if constexpr (is_tuple_like<U>::value) {
+  if constexpr (hana_node<U>::value) {
+    return hana_node<U>::children(x);
+  } else if constexpr (is_tuple_like<U>::value) {
     return std::apply([](auto&... c) { return std::tie(c...); }, x);
   } else if constexpr (is_std_array<U>::value) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::tie(x[I]...); }(
@@ -108,14 +121,24 @@ auto as_leaf(R&& r) {
 
 }  // namespace detail
 
-/// Whether T is a tree node (std::tuple, std::pair, std::array or a plain struct); anything
-/// else (an array, a number, an xtensor container) is a leaf.
+/// Whether T is a tree node (a pytree node in JAX: std::tuple, std::pair, std::array, a plain
+/// struct, and with Boost.Hana a Hana struct or a hana::map); anything else (an array, a number,
+/// an xtensor container) is a leaf.
 template <class T>
-concept tree_node = detail::is_tuple_like<std::remove_cvref_t<T>>::value ||
+concept tree_node = detail::hana_node<std::remove_cvref_t<T>>::value ||
+                    detail::is_tuple_like<std::remove_cvref_t<T>>::value ||
                     detail::is_std_array<std::remove_cvref_t<T>>::value ||
                     (detail::is_struct_node<std::remove_cvref_t<T>>() && !sharded_expression<T>);
 
 namespace detail {
+
+/// Whether two nodes are both Hana nodes of the same kind that match (a hana::map's keys in order,
+/// a Hana struct's type or class template and member names), or both not Hana nodes.
+template <class A, class B>
+constexpr bool same_node_kind() {
+  if constexpr (hana_node<A>::value) return hana_node<A>::template same_node<B>();
+  else return !hana_node<B>::value;
+}
 
 template <class T, class U>
 constexpr bool same_structure() {
@@ -125,6 +148,8 @@ constexpr bool same_structure() {
     return false;
   } else if constexpr (!tree_node<A>) {
     return true;
+  } else if constexpr (!same_node_kind<A, B>()) {
+    return false;
   } else {
     using CA = decltype(children_of(std::declval<A&>()));
     using CB = decltype(children_of(std::declval<B&>()));
@@ -139,12 +164,16 @@ constexpr bool same_structure() {
 }
 
 /// Rebuilds node T from mapped children: the same struct type (each field converted, so an
-/// evaluated expression becomes the field's array type), a tuple or pair of the results, or a
-/// std::array of them.
+/// evaluated expression becomes the field's array type), a tuple or pair of the results, a
+/// std::array of them, or a Hana node (tree/hana_tree.hpp: a map with the same keys, the same
+/// Hana struct or its class template over the results' types).
 template <class T, class Children>
 auto rebuild(Children&& c) {
   using U = std::remove_cvref_t<T>;
-  if constexpr (is_tuple_like<U>::value) {
+  if constexpr (hana_node<U>::value) {
+    return std::apply([](auto&&... r) { return hana_node<U>::rebuild(std::forward<decltype(r)>(r)...); },
+                      std::forward<Children>(c));
+  } else if constexpr (is_tuple_like<U>::value) {
     if constexpr (requires { typename U::first_type; })
       return std::pair{std::get<0>(std::forward<Children>(c)), std::get<1>(std::forward<Children>(c))};
     else
@@ -190,12 +219,14 @@ auto leaves_impl(T& t) {
 template <class F, class T, class... R>
 auto tree_map(F&& f, T const& tree, R const&... rest) {
   static_assert((detail::same_structure<T, R>() && ...),
-                "tessera::tree_map: the trees have different structures (node types, field counts or leaves where "
-                "the first tree has nodes); map trees shaped alike, as jax.tree.map requires");
+                "tessera::tree_map: the trees have different structures (node types, field counts, hana::map keys, "
+                "Hana struct types or leaves where the first tree has nodes); map trees shaped alike, as jax.tree.map "
+                "requires");
   if constexpr ((detail::same_structure<T, R>() && ...)) return detail::tree_map_impl(f, tree, rest...);
 }
 
-/// jax.tree.leaves(tree): the leaves in order (depth first, fields in declaration order), as a
+/// jax.tree.leaves(tree): the leaves in order (depth first, fields in declaration order, a Hana
+/// struct's members in hana::accessors order, a hana::map's values in hana::keys order), as a
 /// std::tuple of copies (arrays share their blocks, so a copy costs no data).
 template <class T>
 auto tree_leaves(T const& tree) {
@@ -214,3 +245,6 @@ auto device_put(T const& tree, S const& shardings) {
 }
 
 }  // namespace tessera
+
+// Boost.Hana structs and maps as nodes, where <boost/hana.hpp> can be included (TESSERA_HAS_HANA).
+#include "tessera/tree/hana_tree.hpp"
