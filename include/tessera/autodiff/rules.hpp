@@ -143,6 +143,14 @@ template <class A, class B>
 auto operator*(A const& a, B const& b) {
   using namespace detail::ad;
   return record(tape_of(a, b), primal_of(a) * primal_of(b), [a, b](auto const& g, auto const&) {
+    if constexpr (std::is_same_v<A, B> && traced_value<A>) {
+      if (a.node() == b.node()) {
+        // x * x (the square in a squared error): one contribution 2 g x, one pass where the two
+        // contributions and their sum took three; bitwise the same (g x + x g == 2 (g x)).
+        contribute(a, [&] { return g * primal_of(a) * typename A::value_type(2); });
+        return;
+      }
+    }
     contribute(a, [&] { return g * primal_of(b); });
     contribute(b, [&] { return primal_of(a) * g; });
   });
