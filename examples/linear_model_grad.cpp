@@ -27,7 +27,28 @@
 //     Step 3, Loss: 974.466492    Step 4, Loss: 972.562256
 // and max |grad_w| = 0.143685 at step 0; the losses here agree to the one decimal
 // printed (their last float32 digits depend on the order of the sums).
+//
+// Then the same 5 steps as the seed's distributed_training_step writes them: a
+// shard_map over "devices" whose body takes grad of loss_fn on the device's blocks
+// (w and b whole, 32 rows of x and y), averages the gradients with
+// tessera::pmean<"devices">, applies the SGD update and averages the loss with pmean.
+// The body runs with tessera::no_check_vma (JAX's check_vma=False), the semantics the
+// seed's grad-then-pmean assumes: grad gives each device its local gradient. Under
+// shard_map's default check_vma=True, grad (as in JAX 0.12) already psums the gradient
+// of a replicated parameter over the devices, and pmean would then give 8 times the
+// average. Its losses and weights are checked against the first loop's. Differences
+// from the seed's step, beyond those above:
+//   - the seed wraps sharded_update in jax.jit alone, where pmean's axis_name needs a
+//     shard_map binding "devices" (JAX 0.12 raises "NameError: Found an unbound axis
+//     name: devices"); here it is that shard_map, over the parameters P() and the
+//     data P("devices", None);
+//   - value_and_grad in the body too, where the seed calls loss_fn a second time: a
+//     device's plain blocks have no tessera::matmul or tessera::mean outside grad
+//     (the body's tessera:: operations are those of grad's local tracers);
+//   - the update is written per leaf (w and b), the gradients' pmean with tree_map:
+//     tree_map cannot rebuild the params struct of blocks from an update expression.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -141,6 +162,7 @@ int main() {
   std::printf("\n");
   float previous_loss = 0;
   bool falls = true;
+  std::array<float, steps> first_losses{};
   for (int step = 0; step < steps; ++step) {
     tessera::collective_counter counter;
     auto const [loss, grads] = tessera::value_and_grad(loss_fn)(p, x, y);
@@ -150,6 +172,7 @@ int main() {
     std::size_t const collectives = counter.count(), all_reduces = counter.count("all-reduce");
 
     float const l = tessera::to_host(loss)();
+    first_losses[static_cast<std::size_t>(step)] = l;
     // print(f"Step {step}, Loss: {loss:.6f}"): one decimal here, as the float32 mean of 25600 squares near
     // 1000 depends on the order of its sums past that (see JAX's figures at the top).
     std::printf("Step %d, Loss: %.1f\n", step, static_cast<double>(l));
@@ -179,5 +202,69 @@ int main() {
   }
   std::printf("the loss falls at every step: %s\n", falls ? "yes" : "no");
   ok = ok && falls;
+
+  // --- The seed's distributed_training_step: grad inside a shard_map body, then pmean ----------
+  // @jax.jit                  # here: shard_map over 'devices', params P(), x and y P('devices', None)
+  // def sharded_update(params, x, y):
+  //     grads = grad_fn(params, x, y)                          # this device's own 32 rows
+  //     grads = jax.lax.pmean(grads, axis_name='devices')      # averaged over the 8 devices
+  //     new_params = params - learning_rate * grads
+  //     loss = loss_fn(params, x, y)                           # here: from value_and_grad (see the top)
+  //     avg_loss = jax.lax.pmean(loss, axis_name='devices')
+  //     return new_params, avg_loss
+  // The body sees each device's blocks: w and b whole (P()), 32 rows of x and y. It runs with
+  // no_check_vma, JAX's check_vma=False, because that is what the seed means: grad of the local
+  // loss is the device's own gradient, and pmean averages the 8 of them. Under shard_map's default
+  // (check_vma=True, as in JAX 0.12) grad already psums a replicated parameter's gradient over
+  // the devices, and pmean of that would be 8 times the average. Each device's loss is the mean
+  // over its 32 x 100 elements, and the blocks are equal, so pmean of the 8 is the global mean:
+  // the same numbers as the loop above, from the same data and starting point.
+  auto const sharded_update = tessera::shard_map(
+      [](auto const& w_, auto const& b_, auto const& x_, auto const& y_) {
+        params<std::remove_cvref_t<decltype(w_)>, std::remove_cvref_t<decltype(b_)>> const local_p{w_, b_};
+        auto const [loss, local_grads] = tessera::value_and_grad(loss_fn)(local_p, x_, y_);
+        // jax.lax.pmean of a tree is the pmean of each leaf.
+        auto const grads = tessera::tree_map([](auto const& g) { return tessera::pmean<"devices">(g); }, local_grads);
+        return std::make_tuple(local_p.w - learning_rate * grads.w, local_p.b - learning_rate * grads.b,
+                               tessera::pmean<"devices">(loss));
+      },
+      mesh, tessera::in_specs(P<none, none>{}, P<none>{}, P<"devices", none>{}, P<"devices", none>{}),
+      tessera::out_specs(P<none, none>{}, P<none>{}, P<>{}), tessera::no_check_vma);
+
+  std::printf("\nthe same steps as the seed writes them: grad inside shard_map, then pmean\n");
+  auto w_sm = tessera::device_put(w0, w_sharding);
+  auto b_sm = tessera::device_put(b0, b_sharding);
+  double loss_diff = 0;  // the largest relative difference from the first loop's losses
+  for (int step = 0; step < steps; ++step) {
+    tessera::collective_counter counter;
+    auto const [new_w, new_b, loss] = sharded_update(w_sm, b_sm, x, y);
+    std::size_t const collectives = counter.count(), all_reduces = counter.count("all-reduce");
+    w_sm = new_w;
+    b_sm = new_b;
+    float const l = tessera::to_host(loss)();
+    float const l_first = first_losses[static_cast<std::size_t>(step)];
+    loss_diff = std::max(loss_diff, std::fabs(static_cast<double>(l) - l_first) / l_first);
+    std::printf("Step %d, Loss: %.1f\n", step, static_cast<double>(l));
+    if (step == 0) {
+      // The three pmeans (grad w, grad b, the loss); grad itself communicates nothing here.
+      bool const three = collectives == 3 && all_reduces == 3;
+      std::printf("collectives in one step: %zu all-reduces (pmean of grad w, grad b, the loss), nothing else: %s\n",
+                  all_reduces, three ? "yes" : "no");
+      ok = ok && three;
+    }
+  }
+  // The losses and the weights against the first loop's: the same up to the order of float32 sums.
+  bool const losses_match = loss_diff <= 1e-5;
+  std::printf("the losses match the first loop's (relative difference <= 1e-5): %s\n", losses_match ? "yes" : "no");
+  ok = ok && losses_match;
+  auto const w_first = tessera::to_host(p.w);
+  auto const b_first = tessera::to_host(p.b);
+  double const largest = std::max(xt::amax(xt::abs(w_first))(), xt::amax(xt::abs(b_first))());
+  double const diff = std::max(xt::amax(xt::abs(tessera::to_host(w_sm) - w_first))(),
+                               xt::amax(xt::abs(tessera::to_host(b_sm) - b_first))());
+  bool const weights_match = diff <= 1e-5 * largest;
+  std::printf("weights match the first loop's (max abs difference <= 1e-5 * max |w|, |b|): %s\n",
+              weights_match ? "yes" : "no");
+  ok = ok && weights_match;
   return ok ? 0 : 1;
 }

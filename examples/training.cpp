@@ -21,6 +21,18 @@
 // It ends with the hand-written loop's weights (to 1e-6) and one of its steps runs
 // the same collectives as a hand-written step: the two all-reduces, nothing else
 // (grad never evaluates the loss itself, so the loss's own all-reduce does not run).
+//
+// Last, the loop written per device, as seed 004's distributed_training_step averages
+// with pmean: a shard_map whose body computes the device's loss on its 128 rows with
+// tessera's operations and averages it over "X" with tessera::pmean<"X">, and grad of
+// a function that calls it:
+//     tessera::grad<0, 1>([&](auto const& w, auto const& b) { return sharded_loss(w, b, x, y); })(w, b)
+// grad runs the body on per-device tracers and its transpose on every device; the
+// gradient of each replicated parameter is summed over "X" by one all-reduce, as in JAX.
+// It ends with the grad loop's weights (to 1e-6), and one of its steps runs a hand-written
+// step's two all-reduces plus the forward pass's pmean, nothing else. (The body is
+// written for grad: called outside grad, a device's plain blocks have no tessera::matmul
+// or tessera::mean, so its final loss comes from the jit'd loss above.)
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -266,5 +278,55 @@ int main() {
               static_cast<double>(w_grad_host(1, 0)), static_cast<double>(w_grad_host(2, 0)),
               static_cast<double>(w_grad_host(3, 0)), static_cast<double>(b_grad_host(0)));
   ok = ok && grad_match;
+
+  // --- The same loop with shard_map and pmean (seed 004's distributed_training_step) -------
+  // The loss written per device: each device's mean over its own 128 rows, averaged over "X"
+  // with pmean (the blocks are equal, so that is the mean over all 1024 rows). grad
+  // differentiates through the shard_map: the backward pass runs the body's transpose on every
+  // device, and the gradient of a replicated parameter, w or b, is summed over "X" once (the
+  // transpose of the implicit pvary of a P() input), as JAX does.
+  //     @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P(), P("X"), P("X")), out_specs=P())
+  //     def sharded_loss(w, b, x, y):
+  //         return jax.lax.pmean(loss_fn(w, b, x, y), "X")
+  //     grads = jax.grad(lambda w, b: sharded_loss(w, b, x, y), argnums=(0, 1))(w, b)
+  std::printf("\nthe same loop with grad through shard_map (the loss averaged with pmean)\n");
+  auto const sharded_loss = tessera::shard_map(
+      [](auto const& w_, auto const& b_, auto const& x_, auto const& y_) {
+        return tessera::pmean<"X">(loss(w_, b_, x_, y_));
+      },
+      mesh, tessera::in_specs(P<none, none>{}, P<none>{}, P<"X", none>{}, P<"X", none>{}), tessera::out_specs(P<>{}));
+  auto const sm_step = tessera::jit(
+      [&sharded_loss](auto const& w, auto const& b, auto const& x, auto const& y) {
+        auto const [gw, gb] = tessera::grad<0, 1>([&](auto const& wt, auto const& bt) { return sharded_loss(wt, bt, x, y); })(w, b);
+        return std::make_tuple(w - learning_rate * gw, b - learning_rate * gb);
+      },
+      tessera::in_shardings(w_sharding, b_sharding, data_sharding, data_sharding),
+      tessera::out_shardings(w_sharding, b_sharding));
+  auto w_s = tessera::device_put(xt::xtensor<float, 2>(xt::zeros<float>({D, std::size_t{1}})), w_sharding);
+  auto b_s = tessera::device_put(xt::xtensor<float, 1>(xt::zeros<float>({std::size_t{1}})), b_sharding);
+  for (int step = 0; step < steps; ++step) {
+    if (step == 0) {
+      // The hand-written step's two all-reduces (grad w, grad b), and the forward pass's pmean,
+      // which a hand-written step that never evaluates the loss does not run.
+      tessera::collective_counter counter;
+      std::tie(w_s, b_s) = sm_step(w_s, b_s, X_sharded, y_sharded);
+      bool const same = counter.count() == hand_collectives + 1 && counter.count("all-reduce") == hand_all_reduces + 1;
+      std::printf("collectives in one step: %zu all-reduces (the loss's pmean, grad w, grad b), a hand-written "
+                  "step's and the pmean: %s\n",
+                  counter.count("all-reduce"), same ? "yes" : "no");
+      ok = ok && same;
+    } else {
+      std::tie(w_s, b_s) = sm_step(w_s, b_s, X_sharded, y_sharded);
+    }
+  }
+  float const l_sm = tessera::to_host(loss_fn(w_s, b_s, X_sharded, y_sharded))();
+  std::printf("loss after %d steps: %.4f\n", steps, static_cast<double>(l_sm));
+  auto const w_sm_host = tessera::to_host(w_s);
+  auto const b_sm_host = tessera::to_host(b_s);
+  float const sm_diff =
+      std::max(xt::amax(xt::abs(w_sm_host - w_grad_host))(), std::fabs(b_sm_host(0) - b_grad_host(0)));
+  bool const sm_match = sm_diff < 1e-6f;
+  std::printf("weights match the grad loop's (max abs difference < 1e-6): %s\n", sm_match ? "yes" : "no");
+  ok = ok && sm_match;
   return ok ? 0 : 1;
 }
