@@ -8,7 +8,7 @@ Every case puts its inputs (float32, stored in the case) on a mesh of 1, 2, 4 or
 with a NamedSharding each, and runs jax.value_and_grad(program, argnums) on them, inside
 jax.set_mesh(mesh). It records the value and, for each differentiated argument, the gradient's
 values (flat, row-major), str(jax.typeof(gradient)) and its sharding spec, normalised as in
-gen_jit.py: a list with one entry per dimension (null, "X", or ["X", "Y"]), trailing nulls
+common.spec_json: a list with one entry per dimension (null, "X", or ["X", "Y"]), trailing nulls
 dropped. Most meshes have Explicit axes, where JAX's rule is that a cotangent has its primal's
 type (sharding in types); the "a" meshes have Auto axes, where the gradient's sharding is what
 XLA's propagation gives. JAX 0.12 cannot differentiate prod of an array sharded on Explicit axes
@@ -53,48 +53,10 @@ MESHES = {
 
 def make_mesh(key):
     shape, names, kind = MESHES[key]
-    n = int(np.prod(shape))
-    return jax.make_mesh(shape, names, axis_types=(kind,) * len(names), devices=jax.devices()[:n])
-
-
-def parse_spec(s):
-    """ "X_" -> P('X', None); "(XY)_" -> P(('X', 'Y'), None); "r" -> P()."""
-    if s == "r":
-        return P()
-    entries, i = [], 0
-    while i < len(s):
-        if s[i] == "_":
-            entries.append(None)
-        elif s[i] == "(":
-            j = s.index(")", i)
-            entries.append(tuple(s[i + 1:j]))
-            i = j
-        else:
-            entries.append(s[i])
-        i += 1
-    return P(*entries)
-
-
-def spec_json(spec, rank):
-    """The spec as a list of rank entries (null, "X" or ["X", "Y"]), trailing nulls dropped."""
-    out = []
-    for d in range(rank):
-        e = spec[d] if d < len(spec) else None
-        if isinstance(e, (tuple, list)):
-            e = list(e) if len(e) > 1 else (e[0] if e else None)
-        out.append(e)
-    while out and out[-1] is None:
-        out.pop()
-    return out
+    return common.make_mesh(shape, names, kind)
 
 
 # ---- input values: exact in float32 -------------------------------------------------------------
-
-def smooth(shape, i):
-    """Multiples of 1/8 in [-1.25, 1.25], a different pattern per input."""
-    n = int(np.prod(shape, dtype=np.int64))
-    return ((((np.arange(n) * (2 * i + 3) + 7 * i) % 21) - 10) / 8).astype(np.float32).reshape(shape)
-
 
 def ties(shape, i):
     """Small integers in [-2, 2]: many ties within every row, column and device block."""
@@ -121,12 +83,6 @@ def fixed(*values):
     def make(shape, i):
         return np.array(values, dtype=np.float32).reshape(shape)
     return make
-
-
-def labels(shape, i):
-    """0 or 1 (the targets of the logistic regression)."""
-    n = int(np.prod(shape, dtype=np.int64))
-    return (np.arange(n) % 3 == 0).astype(np.float32).reshape(shape)
 
 
 def clip_ties(shape, i):
@@ -177,7 +133,7 @@ def where_prog(a, b):
 
 
 # name -> (function, input shapes, argnums, value makers (one per input), rtol)
-S, T = smooth, ties
+S, T, labels = common.smooth, ties, common.labels
 PROGRAMS = {
     "logreg": (logreg, [(16, 5), (16, 1), (5, 1), (1,)], (2, 3), [S, labels, S, S], 1e-5),
     "tanh_layer": (lambda x, w, b: jnp.sum(jnp.tanh(x @ w + b)), [(8, 6), (6, 4), (4,)], (0, 1, 2), [S, S, S], 1e-5),
@@ -272,12 +228,6 @@ DIFFERENCES = {
 DIFFERENCES["pow_zero_zero@e2:X,X"] = "pow_zero_to_the_zero"
 
 
-def flat(x):
-    """Values, flat and row-major; a value that is not finite is written as the string "nan", "inf" or
-    "-inf" (JSON has no such numbers)."""
-    return [v if np.isfinite(v) else str(v) for v in np.asarray(x).reshape(-1).astype(float).tolist()]
-
-
 def main():
     c = common.Cases()
     meshes = {k: make_mesh(k) for k in MESHES}
@@ -288,13 +238,13 @@ def main():
         assert len(spec_list) == len(shapes) == len(makers), (prog, specs)
         inputs, args = [], []
         for i, (shape, s, make) in enumerate(zip(shapes, spec_list, makers)):
-            spec = parse_spec(s)
+            spec = common.parse_spec(s)
             host = make(shape, i)
             assert host.dtype == np.float32 and host.shape == tuple(shape), (prog, i)
             x = jax.device_put(host, NamedSharding(mesh, spec))
             args.append(x)
-            inputs.append({"shape": list(shape), "spec": spec_json(spec, len(shape)), "typeof": str(jax.typeof(x)),
-                           "values": host.reshape(-1).tolist()})
+            inputs.append({"shape": list(shape), "spec": common.spec_json(spec, len(shape)),
+                           "typeof": str(jax.typeof(x)), "values": host.reshape(-1).tolist()})
         with jax.set_mesh(mesh):
             value, grads = jax.value_and_grad(fn, argnums=argnums)(*args)
         assert value.dtype == jnp.float32 and value.shape == (), (prog, value)
@@ -302,8 +252,8 @@ def main():
         for k, g in zip(argnums, grads):
             assert g.dtype == jnp.float32 and g.shape == args[k].shape, (prog, k, g.shape)
             assert isinstance(g.sharding, NamedSharding), (prog, g.sharding)
-            out.append({"argnum": k, "typeof": str(jax.typeof(g)), "spec": spec_json(g.sharding.spec, g.ndim),
-                        "values": flat(g)})
+            out.append({"argnum": k, "typeof": str(jax.typeof(g)), "spec": common.spec_json(g.sharding.spec, g.ndim),
+                        "values": common.flat(g)})
         name = f"{prog}@{mesh_key}:{specs}"
         extra = {"difference": DIFFERENCES[name]} if name in DIFFERENCES else {}
         shape, names, kind = MESHES[mesh_key]

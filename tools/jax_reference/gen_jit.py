@@ -20,7 +20,7 @@ import common  # noqa: E402  (8 CPU devices, before anything else touches jax)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
 
 # JAX 0.12's make_mesh defaults to Explicit axes; these cases are about Auto (XLA's propagation).
 MESHES = {
@@ -37,39 +37,7 @@ MESHES = {
 
 def make_mesh(key):
     shape, names = MESHES[key]
-    n = int(np.prod(shape))
-    return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names), devices=jax.devices()[:n])
-
-
-def parse_spec(s):
-    """ "x_" -> P('x', None); "(xy)_" -> P(('x', 'y'), None); "r" -> P()."""
-    if s == "r":
-        return P()
-    entries, i = [], 0
-    while i < len(s):
-        if s[i] == "_":
-            entries.append(None)
-        elif s[i] == "(":
-            j = s.index(")", i)
-            entries.append(tuple(s[i + 1:j]))
-            i = j
-        else:
-            entries.append(s[i])
-        i += 1
-    return P(*entries)
-
-
-def spec_json(spec, rank):
-    """The spec as a list of rank entries (null, "x" or ["x", "y"]), trailing nulls dropped."""
-    out = []
-    for d in range(rank):
-        e = spec[d] if d < len(spec) else None
-        if isinstance(e, (tuple, list)):
-            e = list(e) if len(e) > 1 else (e[0] if e else None)
-        out.append(e)
-    while out and out[-1] is None:
-        out.pop()
-    return out
+    return common.make_mesh(shape, names, AxisType.Auto)
 
 
 def values(shape, i):
@@ -202,10 +170,10 @@ def main():
         assert len(spec_list) == len(shapes), (prog, specs)
         inputs, args = [], []
         for i, (shape, s) in enumerate(zip(shapes, spec_list)):
-            spec = parse_spec(s)
+            spec = common.parse_spec(s)
             host = values(shape, i)
             args.append(jax.device_put(host, NamedSharding(mesh, spec)))
-            inputs.append({"shape": list(shape), "spec": spec_json(spec, len(shape)),
+            inputs.append({"shape": list(shape), "spec": common.spec_json(spec, len(shape)),
                            "values": host.reshape(-1).tolist()})
         out = jax.jit(fn)(*args)
         assert out.dtype == jnp.float32, (prog, out.dtype)
@@ -215,7 +183,7 @@ def main():
         c.add(name, mesh=list(MESHES[mesh_key][0]), axis_names=list(MESHES[mesh_key][1]),
               program=prog, inputs=inputs, out_shape=list(out.shape),
               out_values=np.asarray(out).reshape(-1).astype(float).tolist(),
-              out_spec=spec_json(out.sharding.spec, out.ndim), rtol=rtol, **extra)
+              out_spec=common.spec_json(out.sharding.spec, out.ndim), rtol=rtol, **extra)
     assert set(DIFFERENCES) <= set(c.cases), set(DIFFERENCES) - set(c.cases)
     c.write("jax_jit.json", "tools/jax_reference/gen_jit.py")
 
