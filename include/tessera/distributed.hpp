@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <exception>
 #include <numeric>
 #include <sstream>
@@ -77,6 +78,9 @@ class runtime {
     }
     local_.pool().agree = nullptr;
     local_.pool().exchange = nullptr;
+    local_.pool().gather_bytes = nullptr;
+    local_.pool().abort_processes = nullptr;
+    local_.pool().gather_refusal.clear();
     detail::current_distributed.store(nullptr);
   }
 
@@ -127,6 +131,25 @@ class runtime {
         std::lock_guard lock(env_.call_mutex());
         agree_on_signature(signature, what);
         detail::mpi_exchange_bytes(env_, send, recv);
+      };
+      // shard_map's collectives across processes: one device thread of each process calls it.
+      local_.pool().gather_bytes = [this](std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts,
+                                          std::byte* out) {
+        env_.check_caller("a shard_map collective across processes");
+        std::lock_guard lock(env_.call_mutex());
+        detail::mpi_allgatherv_into(env_, mine, counts, out);
+      };
+      if (env_.thread_level() < MPI_THREAD_SERIALIZED)
+        local_.pool().gather_refusal =
+            std::string("its collectives between processes are made by device threads, which needs "
+                        "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, but MPI was initialised with ") +
+            detail::thread_level_name(env_.thread_level()) + " (call MPI_Init_thread asking for MPI_THREAD_SERIALIZED, or let tessera initialise MPI)";
+      local_.pool().abort_processes = [this](std::string const& message) {
+        std::fprintf(stderr, "tessera: process %d of %d ends the job (MPI_Abort): a shard_map across processes failed: %s\n",
+                     env_.rank(), env_.size(), message.c_str());
+        std::fflush(stderr);
+        detail::mpi_abort_requested.store(true);
+        MPI_Abort(env_.comm(), 1);
       };
     } catch (...) {
       detail::current_distributed.store(nullptr);

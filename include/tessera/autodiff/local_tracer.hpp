@@ -118,13 +118,18 @@ local_value<T, N> psum_over(local_value<T, N> const& x, axis_mask m) {
   sig.count = x.count();
   sig.dtype = dtype_code<T>();
   sig.param = hash_shape(x.shape);
-  if (f.pos == 0 && counting()) {
+  if (f.team_pos == 0 && counting()) {
     collective_event e{"all-reduce", {}, x.count() * sizeof(T)};
     for (std::size_t a : axes) e.axes.emplace_back(f.axis_names[a]);
     record_collective(e);
   }
   auto out = make_value<T>(x.shape);
-  all_reduce(*f.t, f.pos, g, sig, x.data(), out.data(), x.count(), reduce_op::sum);
+  if (f.xp != nullptr) {  // a mesh that spans processes (parallel/across_processes.hpp)
+    auto const ins = inputs_across_processes<T>(f, g, sig, x.data(), x.count());
+    reduce_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), reduce_op::sum, out.data(), 0, x.count());
+  } else {
+    all_reduce(*f.t, f.pos, g, sig, x.data(), out.data(), x.count(), reduce_op::sum);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 // along their axes; psum_scatter, all_to_all, ppermute and axis_index make it
 // vary along them).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/fixed_string.hpp"
 #include "tessera/core/varying_axes.hpp"
+#include "tessera/parallel/across_processes.hpp"
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
 #include "tessera/parallel/vma_of.hpp"
@@ -210,7 +212,7 @@ struct collective_call {
   std::size_t k() const { return g.size(); }
   /// Records the collective in any live collective_counter, once (by the device at mesh position 0).
   void record(char const* kind, std::size_t bytes) const {
-    if (f.pos != 0 || !counting()) return;
+    if (f.team_pos != 0 || !counting()) return;  // one device of each process records
     collective_event e{kind, {}, bytes};
     for (std::size_t a : axes) e.axes.emplace_back(f.axis_names[a]);
     record_collective(e);
@@ -231,7 +233,12 @@ auto all_reduce_value(collective_input<T, N> const& in, op_kind kind, reduce_op 
   c.sig.param = hash_shape(in.shape);
   c.record("all-reduce", in.count() * sizeof(T));
   auto out = make_result<T>(in.shape);
-  all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
+  if (c.f.xp != nullptr) {
+    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
+    reduce_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), op, out.data(), 0, in.count());
+  } else {
+    all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
+  }
   return reduced<T, N>{std::move(out), c.k()};
 }
 
@@ -323,7 +330,12 @@ auto gather(V&& v, std::size_t axis) {
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
   for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
-  all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
+  if (c.f.xp != nullptr) {
+    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
+    gather_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), out.data(), outer, inner);
+  } else {
+    all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
+  }
   return as_result<result_vma<V, true, A...>>(std::move(out));
 }
 
@@ -369,7 +381,12 @@ auto scatter(V&& v, std::size_t dim) {
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
   for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
-  reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, in.shape[dim] / k * inner);
+  if (c.f.xp != nullptr) {
+    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
+    scatter_inputs<T>([&](std::size_t j) { return ins[j]; }, k, c.g.rank, out.data(), outer, in.shape[dim] / k * inner);
+  } else {
+    reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, in.shape[dim] / k * inner);
+  }
   return as_result<result_vma<V, false, A...>>(std::move(out));
 }
 
@@ -420,7 +437,13 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
   c.record("all-to-all", in.count() * sizeof(T));
-  all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
+  if (c.f.xp != nullptr) {
+    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
+    exchange_inputs<T>([&](std::size_t j) { return ins[j]; }, k, c.g.rank, out.data(), std::span<std::size_t const>(shape),
+                       split, concat);
+  } else {
+    all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
+  }
   return as_result<result_vma<V, false, A...>>(std::move(out));
 }
 }  // namespace detail
@@ -497,7 +520,14 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
   c.sig.param = h;
   c.record("collective-permute", in.count() * sizeof(T));
   auto out = detail::make_result<T>(in.shape);
-  detail::permute(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), source);
+  if (c.f.xp != nullptr) {
+    // Across processes every member's block is exchanged (an all-gather), and each device keeps its source's.
+    auto const ins = detail::inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
+    if (source < 0) std::fill(out.data(), out.data() + in.count(), T{});
+    else std::copy(ins[static_cast<std::size_t>(source)], ins[static_cast<std::size_t>(source)] + in.count(), out.data());
+  } else {
+    detail::permute(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), source);
+  }
   return detail::as_result<detail::result_vma<V, false, A...>>(std::move(out));
 }
 

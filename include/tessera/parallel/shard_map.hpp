@@ -284,9 +284,20 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     using owned_t =
         std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>(), nullptr))...>;
     auto pool = detail::pool_for(named_sharding<Mesh, P<>>(mesh_, P<>{}), "shard_map");
-    detail::require_one_process(*pool, mesh_.device_ids(), "shard_map");
     std::size_t const n = mesh_.num_devices();
-    detail::team t(n, mesh_.device_ids());
+    std::vector<int> const& ids = mesh_.device_ids();
+    // This process's devices are the team (every device, unless the mesh spans processes: then
+    // the collectives go between processes through `xp`, parallel/across_processes.hpp).
+    std::vector<std::size_t> team_pos(n, n);
+    std::vector<int> local_ids;
+    for (std::size_t p = 0; p < n; ++p)
+      if (pool->is_local(ids[p])) {
+        team_pos[p] = local_ids.size();
+        local_ids.push_back(ids[p]);
+      }
+    std::optional<detail::process_run> xp;
+    if (local_ids.size() != n) xp.emplace(detail::make_process_run(*pool, ids, local_ids.size()));
+    detail::team t(local_ids.size(), local_ids);
     std::vector<std::optional<owned_t>> results(n);
     std::tuple<std::vector<device_buffer<typename std::tuple_element_t<J, owned_t>::value_type>>...> buffers;
     (std::get<J>(buffers).resize(n), ...);
@@ -295,10 +306,12 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
 
     try {
-      pool->run(std::span<int const>(mesh_.device_ids()), [&](int d) {
+      pool->run(std::span<int const>(ids), [&](int d) {
         std::size_t const pos = *mesh_.position_of(d);
         detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
         fr.check_vma = CheckVma;
+        fr.team_pos = team_pos[pos];
+        fr.xp = xp ? &*xp : nullptr;
         detail::frame_guard guard(fr);
         try {
           auto r = detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), pos)...));
@@ -308,13 +321,18 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
           detail::op_signature end;
           end.seq = fr.seq;
           end.describe = fr.describe;
-          t.enter(pos, end, nullptr, nullptr);
+          t.enter(fr.team_pos, end, nullptr, nullptr);
+          // Every process has made as many collectives (or all of them throw collective_mismatch).
+          if (fr.xp != nullptr) (void)detail::inputs_across_processes<char>(fr, detail::group{{pos}, 0}, end, nullptr, 0);
         } catch (...) {
           t.abort();
           throw;
         }
       });
     } catch (device_error const& e) {
+      // Across processes, a failure other than one every process sees alike (a mismatch) would
+      // leave the other processes waiting in their next exchange: the job ends, naming it.
+      if (xp && !xp->mismatch && pool->abort_processes) pool->abort_processes(e.what());
       throw detail::without_abandoned(e);
     }
     auto arrays = std::make_tuple(assemble<Out>(J, results, std::get<J>(buffers), pool,
@@ -344,14 +362,18 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     using S = named_sharding<Mesh, Spec>;
     S const s(mesh_, Spec{});
     std::size_t const n = results.size();
+    // The first of this process's devices (every device, unless the mesh spans processes).
+    std::size_t first = 0;
+    while (first + 1 < n && !results[first]) ++first;
     shape_t<N> local{};
-    for (std::size_t i = 0; i < N; ++i) local[i] = get(*results[0]).shape[i];
-    for (std::size_t p = 1; p < n; ++p) {
+    for (std::size_t i = 0; i < N; ++i) local[i] = get(*results[first]).shape[i];
+    for (std::size_t p = first + 1; p < n; ++p) {
+      if (!results[p]) continue;  // another process's device
       shape_t<N> other{};
       for (std::size_t i = 0; i < N; ++i) other[i] = get(*results[p]).shape[i];
       if (other != local)
         throw std::invalid_argument("tessera::shard_map: result " + std::to_string(j) + " has shape " +
-                                    detail::shape_string(local) + " on device " + std::to_string(mesh_.device_ids()[0]) +
+                                    detail::shape_string(local) + " on device " + std::to_string(mesh_.device_ids()[first]) +
                                     " but " + detail::shape_string(other) + " on device " +
                                     std::to_string(mesh_.device_ids()[p]) + "; every device must return the same shape");
     }
@@ -387,7 +409,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     std::size_t const count = detail::element_count(local);
     std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
     for (std::size_t p = 0; p < n; ++p) {
-      if (s.replica_id(p) == 0) continue;
+      if (s.replica_id(p) == 0 || buffers[p].data() == nullptr) continue;  // or another process's
       // The first copy: the same coordinates along the axes the spec uses, 0 along the others.
       auto c = detail::coordinates(p, sizes);
       std::string axes_left_out;
@@ -398,6 +420,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
         }
       std::size_t q = 0;
       for (std::size_t a = 0; a < Mesh::rank; ++a) q = q * sizes[a] + c[a];
+      if (buffers[q].data() == nullptr) continue;  // the first copy is another process's
       if (count != 0 && std::memcmp(buffers[p].data(), buffers[q].data(), count * sizeof(T)) != 0)
         throw std::invalid_argument(
             "tessera::shard_map: out_specs[" + std::to_string(j) + "] = " + detail::spec_text<Spec>() +

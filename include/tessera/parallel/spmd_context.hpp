@@ -25,6 +25,8 @@ namespace tessera::detail {
 
 inline constexpr std::size_t max_mesh_axes = 16;  // axes in an op signature: 4 bits each
 
+struct process_run;  // parallel/across_processes.hpp
+
 /// The shard_map body a device thread is running.
 struct spmd_frame {
   team* t = nullptr;
@@ -36,6 +38,8 @@ struct spmd_frame {
   device_memory* memory = nullptr;     // this device's cache: collective results reuse touched pages
   std::shared_ptr<void const> owner;   // keeps `memory` alive while a result holds a block of it
   bool check_vma = true;               // false under shard_map(..., no_check_vma): grad then types every value varying
+  std::size_t team_pos = 0;            // this device's place in the team (pos, unless the mesh spans processes)
+  process_run* xp = nullptr;           // set when the mesh spans processes: collectives go through it
 };
 
 inline thread_local spmd_frame* current_frame = nullptr;

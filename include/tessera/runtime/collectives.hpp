@@ -58,13 +58,20 @@ void combine_into(reduce_op op, T* out, T const* src, std::size_t n) {
 
 /// dst[0, n) = the members' `in` at [offset, offset + n), combined in rank order, so every
 /// device that computes an element gets the same bits.
+template <class T, class In>
+void reduce_inputs(In const& in_of, std::size_t k, reduce_op op, T* dst, std::size_t offset, std::size_t n) {
+  T const* first = in_of(0) + offset;
+  std::copy(first, first + n, dst);
+  for (std::size_t j = 1; j < k; ++j) combine_into(op, dst, in_of(j) + offset, n);
+}
 template <class T>
 void reduce_members(team const& t, group const& g, reduce_op op, T* dst, std::size_t offset, std::size_t n) {
-  T const* first = static_cast<T const*>(t.box(g.members[0]).in) + offset;
-  std::copy(first, first + n, dst);
-  for (std::size_t j = 1; j < g.size(); ++j)
-    combine_into(op, dst, static_cast<T const*>(t.box(g.members[j]).in) + offset, n);
+  reduce_inputs<T>([&](std::size_t j) { return static_cast<T const*>(t.box(g.members[j]).in); }, g.size(), op, dst,
+                   offset, n);
 }
+// The loops below read the members' inputs through `in_of(j)` (rank j): the devices' own
+// buffers (t.box) here, or for a group that spans processes the copies every process received
+// (parallel/across_processes.hpp), so a result has the same bits either way.
 
 /// Bytes per step of the reductions: `dst` stays in L2 while the members' inputs stream past
 /// it. Measured with 8 devices on 2 cores (4 MiB psum): 8 KiB tiles 1.8 ms, 32 KiB 1.6 ms,
@@ -106,6 +113,15 @@ void all_reduce(team& t, std::size_t pos, group const& g, op_signature const& si
   t.leave(pos, g);
 }
 
+/// out[o][j][inner] = input j's [o][inner], `outer` blocks of `inner` elements.
+template <class T, class In>
+void gather_inputs(In const& in_of, std::size_t k, T* out, std::size_t outer, std::size_t inner) {
+  for (std::size_t j = 0; j < k; ++j) {
+    T const* src = in_of(j);
+    for (std::size_t o = 0; o < outer; ++o) std::copy(src + o * inner, src + (o + 1) * inner, out + (o * k + j) * inner);
+  }
+}
+
 /// all_gather: out[o][j][inner] = member j's in[o][inner], `outer` blocks of `inner` elements.
 /// (Tiled and untiled all_gather have the same bytes; only the shape differs.)
 template <class T>
@@ -114,12 +130,20 @@ void all_gather(team& t, std::size_t pos, group const& g, op_signature const& si
   trace_span span("collective", "all-gather", outer * inner * sizeof(T));
   if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
-  std::size_t const k = g.size();
-  for (std::size_t j = 0; j < k; ++j) {
-    T const* src = static_cast<T const*>(t.box(g.members[j]).in);
-    for (std::size_t o = 0; o < outer; ++o) std::copy(src + o * inner, src + (o + 1) * inner, out + (o * k + j) * inner);
-  }
+  gather_inputs<T>([&](std::size_t j) { return static_cast<T const*>(t.box(g.members[j]).in); }, g.size(), out, outer,
+                   inner);
   t.leave(pos, g);
+}
+
+/// out[o][:] = the sum over the k inputs of [o][rank * chunk, +chunk) (inputs [outer][k * chunk]).
+template <class T, class In>
+void scatter_inputs(In const& in_of, std::size_t k, std::size_t rank, T* out, std::size_t outer, std::size_t chunk) {
+  constexpr std::size_t tile = std::max<std::size_t>(1, reduce_tile_bytes / sizeof(T));
+  for (std::size_t o = 0; o < outer; ++o) {
+    std::size_t const base = (o * k + rank) * chunk;
+    for (std::size_t a = 0; a < chunk; a += tile)
+      reduce_inputs<T>(in_of, k, reduce_op::sum, out + o * chunk + a, base + a, std::min(tile, chunk - a));
+  }
 }
 
 /// psum_scatter: in is [outer][k * chunk] per device; out[o][:] = sum over members of in[o][rank * chunk, +chunk).
@@ -129,14 +153,26 @@ void reduce_scatter(team& t, std::size_t pos, group const& g, op_signature const
   trace_span span("collective", "reduce-scatter", outer * chunk * sizeof(T));
   if (span.active() && sig.describe) span.detail(sig.describe(sig));
   t.enter(pos, g, sig, in, out);
-  std::size_t const k = g.size();
-  constexpr std::size_t tile = std::max<std::size_t>(1, reduce_tile_bytes / sizeof(T));
-  for (std::size_t o = 0; o < outer; ++o) {
-    std::size_t const base = (o * k + g.rank) * chunk;
-    for (std::size_t a = 0; a < chunk; a += tile)
-      reduce_members(t, g, reduce_op::sum, out + o * chunk + a, base + a, std::min(tile, chunk - a));
-  }
+  scatter_inputs<T>([&](std::size_t j) { return static_cast<T const*>(t.box(g.members[j]).in); }, g.size(), g.rank,
+                    out, outer, chunk);
   t.leave(pos, g);
+}
+
+/// out = the chunks `rank` of the k inputs (of `shape`, cut into k along `split`), concatenated
+/// along `concat` in input order.
+template <class T, class In>
+void exchange_inputs(In const& in_of, std::size_t k, std::size_t rank, T* out, std::span<std::size_t const> shape,
+                     std::size_t split, std::size_t concat) {
+  std::vector<std::size_t> piece(shape.begin(), shape.end());
+  piece[split] /= k;
+  std::vector<std::size_t> out_shape = piece;
+  out_shape[concat] *= k;
+  std::vector<std::size_t> src_start(shape.size(), 0), dst_start(shape.size(), 0), scratch(3 * shape.size());
+  src_start[split] = rank * piece[split];
+  for (std::size_t i = 0; i < k; ++i) {
+    dst_start[concat] = i * piece[concat];
+    copy_box(in_of(i), shape, src_start, out, out_shape, dst_start, piece, std::span<std::size_t>(scratch));
+  }
 }
 
 /// Tiled all_to_all on a buffer of `shape`: dimension `split` is cut into k chunks, chunk j goes
@@ -151,19 +187,9 @@ void all_to_all(team& t, std::size_t pos, group const& g, op_signature const& si
     span.bytes(n);
     if (sig.describe) span.detail(sig.describe(sig));
   }
-  std::size_t const k = g.size();
-  std::vector<std::size_t> piece(shape.begin(), shape.end());
-  piece[split] /= k;
-  std::vector<std::size_t> out_shape = piece;
-  out_shape[concat] *= k;
-  std::vector<std::size_t> src_start(shape.size(), 0), dst_start(shape.size(), 0), scratch(3 * shape.size());
-  src_start[split] = g.rank * piece[split];
   t.enter(pos, g, sig, in, out);
-  for (std::size_t i = 0; i < k; ++i) {
-    dst_start[concat] = i * piece[concat];
-    copy_box(static_cast<T const*>(t.box(g.members[i]).in), shape, src_start, out, out_shape, dst_start, piece,
-             std::span<std::size_t>(scratch));
-  }
+  exchange_inputs<T>([&](std::size_t j) { return static_cast<T const*>(t.box(g.members[j]).in); }, g.size(), g.rank,
+                     out, shape, split, concat);
   t.leave(pos, g);
 }
 

@@ -149,6 +149,17 @@ class device_pool {
   /// What the processes agree on before they act together (debug builds compare the host data
   /// every process gives device_put): called with a hash and what it is of; throws on disagreement.
   std::function<void(std::uint64_t, char const*)> agree;
+  /// Every process's bytes, concatenated in process order into `out` (`counts[r]` from process
+  /// r, known to all): MPI_Allgatherv, set by tessera::distributed::runtime. Called by one
+  /// device thread of each process at a time (shard_map's collectives across processes).
+  std::function<void(std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts, std::byte* out)>
+      gather_bytes;
+  /// Ends every process of the job with `message` (MPI_Abort): a device failed in a shard_map
+  /// across processes, and the other processes would wait for it. Set by the distributed runtime.
+  std::function<void(std::string const& message)> abort_processes;
+  /// Why device threads may not call gather_bytes (MPI granted less than
+  /// MPI_THREAD_SERIALIZED), or empty.
+  std::string gather_refusal;
   /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
   /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
   /// `recv[r]`, sized by the caller to what process r sends it; the processes first compare

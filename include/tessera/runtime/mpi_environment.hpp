@@ -73,10 +73,12 @@ inline char const* thread_level_name(int level) {
   }
 }
 
-/// MPI for the life of a distributed runtime. tessera calls MPI from one thread at a time, the
-/// host thread that made the runtime (its device threads exchange through shared memory and
-/// never call MPI), so MPI_THREAD_FUNNELED is all it asks for: the cheapest level that allows
-/// the device threads to exist (MULTIPLE costs locks inside MPI on every call).
+/// MPI for the life of a distributed runtime. tessera calls MPI from one thread at a time: the
+/// host thread (reshards, sums and gathers between processes) or, inside a shard_map whose
+/// mesh spans processes, one device thread per process (parallel/across_processes.hpp), never
+/// two at once (a mutex). So it asks for MPI_THREAD_SERIALIZED, not MULTIPLE (which costs locks
+/// inside MPI on every call). Where MPI grants only FUNNELED, everything but those shard_map
+/// collectives works, and they throw saying so.
 class mpi_environment {
  public:
   mpi_environment(int* argc, char*** argv) {
@@ -86,7 +88,7 @@ class mpi_environment {
     if (fin) throw std::logic_error("tessera::distributed::runtime: MPI was already finalised in this process; it cannot be initialised again");
     if (!init) {
       int provided = MPI_THREAD_SINGLE;
-      mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
       we_initialised_ = true;
       level_ = provided;
     } else {
