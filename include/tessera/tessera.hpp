@@ -56,6 +56,9 @@
 #include "tessera/expr/reduction.hpp"
 #include "tessera/expr/typeof_expression.hpp"
 
+#include "tessera/parallel/across_processes.hpp"
+#include "tessera/parallel/block_functions.hpp"
+#include "tessera/parallel/block_math.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/jit.hpp"
 #include "tessera/parallel/local_block.hpp"

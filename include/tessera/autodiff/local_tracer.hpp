@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tessera/array/shape.hpp"
+#include "tessera/parallel/block_math.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
@@ -50,20 +51,6 @@ namespace detail::ad {
 /// Mesh axes as bits, in the mesh's order (at most max_mesh_axes of them).
 using axis_mask = std::uint32_t;
 
-/// One device's value: row-major elements and a shape.
-template <class T, std::size_t N>
-struct local_value {
-  std::vector<T> v;
-  shape_t<N> shape{};
-  T const* data() const { return v.data(); }
-  T* data() { return v.data(); }
-  std::size_t count() const { return v.size(); }
-};
-
-template <class T, std::size_t N>
-local_value<T, N> make_value(shape_t<N> const& s) {
-  return local_value<T, N>{std::vector<T>(element_count(s)), s};
-}
 
 /// A device's tape: backward steps in recording order, and how to forget the cotangents.
 struct local_tape {
@@ -233,55 +220,6 @@ std::shared_ptr<local_node<T, N>> local_leaf(local_value<T, N>&& value, axis_mas
   return n;
 }
 
-/// Row-major strides of shape s read as rank R (right-aligned, NumPy's rule): 0 along the
-/// dimensions s broadcasts over (missing, or of size 1).
-template <std::size_t R, std::size_t M>
-std::array<std::size_t, R> broadcast_strides(shape_t<M> const& s) {
-  static_assert(M <= R);
-  std::array<std::size_t, R> st{};
-  std::size_t stride = 1;
-  for (std::size_t i = M; i-- > 0;) {
-    st[R - M + i] = s[i] == 1 ? 0 : stride;
-    stride *= s[i];
-  }
-  return st;
-}
-
-/// Calls f(i, offsets...) for every row-major index i of shape S, with each operand's offset
-/// from its strides.
-template <std::size_t R, std::size_t K, class F>
-void for_each_offset(shape_t<R> const& S, std::array<std::array<std::size_t, R>, K> const& strides, F&& f) {
-  std::size_t const total = element_count(S);
-  if (total == 0) return;
-  std::array<std::size_t, R> idx{};
-  std::array<std::size_t, K> off{};
-  for (std::size_t i = 0; i < total; ++i) {
-    f(i, off);
-    for (std::size_t d = R; d-- > 0;) {
-      if (++idx[d] < S[d]) {
-        for (std::size_t k = 0; k < K; ++k) off[k] += strides[k][d];
-        break;
-      }
-      for (std::size_t k = 0; k < K; ++k) off[k] -= strides[k][d] * (S[d] - 1);
-      idx[d] = 0;
-    }
-  }
-}
-
-/// The broadcast shape of a and b (NumPy's rule), or an exception naming both.
-template <std::size_t R, std::size_t A, std::size_t B>
-shape_t<R> broadcast_shape(shape_t<A> const& a, shape_t<B> const& b, char const* what) {
-  shape_t<R> s{};
-  for (std::size_t i = 0; i < R; ++i) {
-    std::size_t const x = i + A >= R ? a[i + A - R] : 1;
-    std::size_t const y = i + B >= R ? b[i + B - R] : 1;
-    if (x != y && x != 1 && y != 1)
-      throw std::invalid_argument(std::string("tessera::") + what + " in a shard_map body: shapes " + shape_string(a) +
-                                  " and " + shape_string(b) + " do not broadcast");
-    s[i] = x == 1 ? y : x;
-  }
-  return s;
-}
 
 /// g (of the broadcast shape) summed into shape s: the transpose of broadcasting s.
 template <std::size_t M, class T, std::size_t R>
@@ -579,34 +517,6 @@ auto mean(X const& x) {
 // ---- matmul and transpose --------------------------------------------------------------------
 
 namespace detail::ad {
-/// C[M,N] = A[M,K] B[K,N], row-major, with tessera's kernel.
-template <class T>
-void product(std::size_t m, std::size_t n, std::size_t k, T const* a, T const* b, T* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill_n(c, m * n, T(0));
-    return;
-  }
-  gemm_kernel(m, n, k, a, k, b, n, c, n, false);
-}
-template <class T>
-local_value<T, 2> transposed_matrix(local_value<T, 2> const& x) {
-  auto out = make_value<T>(shape_t<2>{x.shape[1], x.shape[0]});
-  for (std::size_t i = 0; i < x.shape[0]; ++i)
-    for (std::size_t j = 0; j < x.shape[1]; ++j) out.v[j * x.shape[0] + i] = x.v[i * x.shape[1] + j];
-  return out;
-}
-/// A rank-1 or rank-2 value as a matrix: a vector is a row (Left) or a column (right).
-template <bool Left, class T, std::size_t N>
-local_value<T, 2> as_matrix(local_value<T, N> const& x) {
-  if constexpr (N == 2) return x;
-  else if constexpr (Left) return local_value<T, 2>{x.v, {1, x.shape[0]}};
-  else return local_value<T, 2>{x.v, {x.shape[0], 1}};
-}
-template <std::size_t N, class T>
-local_value<T, N> from_matrix(local_value<T, 2>&& m, shape_t<N> const& s) {
-  return local_value<T, N>{std::move(m.v), s};
-}
 }  // namespace detail::ad
 
 /// jnp.matmul of rank-1 or rank-2 blocks in a differentiated shard_map body.
@@ -618,6 +528,7 @@ auto matmul(A const& a, B const& b) {
                 "tessera::matmul in a shard_map body: the operands have different element types");
   static_assert(NA >= 1 && NA <= 2 && NB >= 1 && NB <= 2,
                 "tessera::matmul in a shard_map body: the operands must be vectors or matrices");
+  using namespace detail;
   using namespace detail::ad;
   auto const am = as_matrix<true>(a.node()->value);
   auto const bm = as_matrix<false>(b.node()->value);
@@ -657,9 +568,9 @@ template <local_traced X>
   requires(X::rank == 2)
 auto transpose(X const& x) {
   using T = typename X::value_type;
-  return detail::ad::local_record(detail::ad::transposed_matrix(x.node()->value), x.node()->vma,
-                                  [x](detail::ad::local_value<T, 2> g, detail::ad::axis_mask v) {
-                                    x.node()->add(v, detail::ad::transposed_matrix(g));
+  return detail::ad::local_record(detail::transposed_matrix(x.node()->value), x.node()->vma,
+                                  [x](detail::local_value<T, 2> g, detail::ad::axis_mask v) {
+                                    x.node()->add(v, detail::transposed_matrix(g));
                                   },
                                   "transpose");
 }
@@ -674,6 +585,7 @@ template <axis_name... A, class V>
 auto psum(V&& v) {
   using X = std::remove_cvref_t<V>;
   using T = typename X::value_type;
+  using namespace detail;
   using namespace detail::ad;
   axis_mask const m = collective_mask<A...>("psum");
   auto y = from_result<T, X::rank>(tessera::psum<A...>(as_block(v.node()->value)));
@@ -689,6 +601,7 @@ auto pmean(V&& v) {
   using X = std::remove_cvref_t<V>;
   using T = typename X::value_type;
   static_assert(std::is_floating_point_v<T>, "tessera::pmean in a differentiated shard_map body needs floating values");
+  using namespace detail;
   using namespace detail::ad;
   axis_mask const m = collective_mask<A...>("pmean");
   T const k = static_cast<T>(detail::group_size<A...>("pmean"));
@@ -829,6 +742,7 @@ auto ppermute(V&& v, std::vector<std::pair<int, int>> const& perm) {
   using X = std::remove_cvref_t<V>;
   using T = typename X::value_type;
   constexpr std::size_t N = X::rank;
+  using namespace detail;
   using namespace detail::ad;
   axis_mask const m = collective_mask<A...>("ppermute");
   std::vector<std::pair<int, int>> inverse;

@@ -28,6 +28,7 @@
 #include "tessera/core/tuple_traits.hpp"
 #include "tessera/core/varying_axes.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/parallel/block_functions.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
 #include "tessera/parallel/spmd_context.hpp"
