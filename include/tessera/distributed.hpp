@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <span>
 #include <exception>
 #include <numeric>
@@ -79,6 +80,8 @@ class runtime {
     local_.pool().agree = nullptr;
     local_.pool().exchange = nullptr;
     local_.pool().gather_bytes = nullptr;
+    local_.pool().process_groups = nullptr;
+    for (auto& g : groups_) MPI_Comm_free(&g.comm);
     local_.pool().abort_processes = nullptr;
     local_.pool().gather_refusal.clear();
     detail::current_distributed.store(nullptr);
@@ -133,11 +136,37 @@ class runtime {
         detail::mpi_exchange_bytes(env_, send, recv);
       };
       // shard_map's collectives across processes: one device thread of each process calls it.
-      local_.pool().gather_bytes = [this](std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts,
-                                          std::byte* out) {
+      local_.pool().gather_bytes = [this](std::size_t group, std::span<std::byte const> mine,
+                                          std::vector<std::uint64_t> const& counts, std::byte* out) {
         env_.check_caller("a shard_map collective across processes");
         std::lock_guard lock(env_.call_mutex());
-        detail::mpi_allgatherv_into(env_, mine, counts, out);
+        if (group == 0) {
+          detail::mpi_allgatherv_into(env_, mine, counts, out);
+        } else {
+          auto const& g = groups_.at(group - 1);
+          detail::mpi_allgatherv_into(g.comm, g.rank, mine, counts, out);
+        }
+      };
+      // One communicator per group of processes that a mesh's collectives over some axes
+      // involve, made once per mesh (MPI_Comm_split, every process together).
+      local_.pool().process_groups = [this](std::vector<std::uint64_t> const& mesh, std::vector<int> const& colors) {
+        env_.check_caller("shard_map across processes");
+        std::lock_guard lock(env_.call_mutex());
+        auto it = mesh_groups_.find(mesh);
+        if (it != mesh_groups_.end()) return it->second;
+        std::vector<std::size_t> handles(colors.size(), 0);
+        for (std::size_t m = 0; m < colors.size(); ++m) {
+          if (colors[m] < 0) continue;
+          MPI_Comm c = MPI_COMM_NULL;
+          detail::mpi_check(MPI_Comm_split(env_.comm(), colors[m], env_.rank(), &c), "MPI_Comm_split");
+          detail::mpi_check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+          int r = 0;
+          detail::mpi_check(MPI_Comm_rank(c, &r), "MPI_Comm_rank");
+          groups_.push_back(group_comm{c, r});
+          handles[m] = groups_.size();
+        }
+        mesh_groups_.emplace(mesh, handles);
+        return handles;
       };
       if (env_.thread_level() < MPI_THREAD_SERIALIZED)
         local_.pool().gather_refusal =
@@ -194,6 +223,13 @@ class runtime {
   detail::mpi_environment env_;  // first in, last out: MPI outlives the device threads
   tessera::runtime local_;
   int uncaught_ = 0;
+  /// A communicator of some processes (a mesh's collectives over some of its axes).
+  struct group_comm {
+    MPI_Comm comm;
+    int rank;
+  };
+  std::vector<group_comm> groups_;
+  std::map<std::vector<std::uint64_t>, std::vector<std::size_t>> mesh_groups_;
   std::vector<int> per_process_;
   int first_device_ = 0;
   int global_devices_ = 0;

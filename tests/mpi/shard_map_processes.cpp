@@ -121,6 +121,27 @@ void check_collectives(std::size_t n) {
                  xt::xtensor<float, 2>(block(2 * r) + block(2 * r + 1))));
 }
 
+/// A mesh whose rows of 4 devices span some processes but not all (2 x 4 on 4 processes of 2
+/// devices: each row's group is its own pair of processes, with a communicator of its own).
+void check_subgroups(std::size_t n) {
+  if (n % 4 != 0) return;
+  auto const mesh = tessera::make_mesh<"a", "b">({n / 4, 4});
+  std::size_t const b = 2, cols = 3;
+  auto const host = input(n * b, cols);
+  using spec = P<tessera::axes<"a", "b">, none>;
+  auto const x = tessera::device_put(host, tessera::named_sharding(mesh, spec{}));
+  auto const sm = tessera::shard_map([](auto const& v) { return tessera::psum<"b">(v * 2.0f); }, mesh,
+                                     tessera::in_specs(spec{}), tessera::out_specs(P<"a", none>{}));
+  auto const got = tessera::process_allgather(sm(x), true);
+  for (std::size_t row = 0; row < n / 4; ++row) {
+    xt::xtensor<float, 2> expect = xt::zeros<float>({b, cols});
+    for (std::size_t d = 4 * row; d < 4 * row + 4; ++d) expect += 2.0f * xt::view(host, xt::range(d * b, d * b + b), xt::all());
+    EXPECT(close(xt::xtensor<float, 2>(xt::view(got, xt::range(row * b, row * b + b), xt::all())), expect));
+  }
+  // Twice, so the mesh's communicators are made once and used again.
+  EXPECT(close(tessera::process_allgather(sm(x), true), got, 0));
+}
+
 void check_grad(std::size_t n) {
   auto const mesh = tessera::make_mesh<"data">({n});
   std::size_t const rows = 4 * n;
@@ -197,6 +218,7 @@ int main(int argc, char** argv) {
     size = rt.process_count();
     auto const n = static_cast<std::size_t>(rt.device_count());
     check_collectives(n);
+    check_subgroups(n);
     check_grad(n);
     if (size > 1) check_mismatch(rt, n);
     int const mine = failures;

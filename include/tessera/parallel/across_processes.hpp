@@ -25,6 +25,7 @@
 #include "tessera/parallel/spmd_context.hpp"
 #include "tessera/runtime/device_pool.hpp"
 #include "tessera/runtime/fnv1a.hpp"
+#include "tessera/runtime/mesh_group.hpp"
 #include "tessera/runtime/team.hpp"
 
 namespace tessera::detail {
@@ -36,8 +37,17 @@ struct process_contribution {
   std::size_t bytes = 0;
 };
 
+/// The processes a collective over some mesh axes involves, from this process's side: those
+/// that own a member of a group of one of its devices, and the handle of their communicator.
+struct process_group {
+  std::vector<std::size_t> members;  // processes, ascending (this one included)
+  std::size_t handle = 0;            // for device_pool::gather_bytes (0: every process)
+  bool local = false;                // only this process: no MPI at all
+};
+
 /// A shard_map run over a mesh that spans processes: what its devices in this process share.
 struct process_run {
+  std::vector<process_group> groups;          // by axis mask (bit a: mesh axis a); [0]: every process
   device_pool* pool = nullptr;
   std::size_t process = 0;                    // this process
   std::vector<std::size_t> process_of;        // each mesh position's process
@@ -50,13 +60,15 @@ struct process_run {
   bool mismatch = false;                      // that error was a collective_mismatch (thrown everywhere)
 };
 
-/// The state of a shard_map over mesh devices `ids`, `local` of them in this process.
-inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::size_t local) {
-  if (!pool.gather_bytes)
+/// The state of a shard_map over mesh devices `ids` (axis sizes `sizes`), `local` of them in this
+/// process. Called by every process together (it may make communicators).
+inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::vector<std::size_t> const& sizes,
+                                    std::size_t local) {
+  if (!pool.gather_refusal.empty()) throw std::runtime_error("tessera::shard_map: " + pool.gather_refusal);
+  if (!pool.gather_bytes || !pool.process_groups)
     throw std::logic_error(
         "tessera::shard_map: the mesh has devices of other processes but nothing joins the processes; make a "
         "tessera::distributed::runtime in every process (tessera/distributed.hpp)");
-  if (!pool.gather_refusal.empty()) throw std::runtime_error("tessera::shard_map: " + pool.gather_refusal);
   process_run r;
   r.pool = &pool;
   std::size_t const procs = static_cast<std::size_t>(pool.process_count());
@@ -75,6 +87,48 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
                                   "; a mesh that spans processes must hold devices of every process, since each "
                                   "process takes part in every collective");
   r.mine.resize(local);
+  // For each subset of the axes, the processes each process's groups involve. Where those sets
+  // partition the processes, each set gets a communicator of its own (made once per mesh), and a
+  // set of one process needs no MPI at all (a collective along an axis inside the processes).
+  std::size_t const rank = sizes.size();
+  std::size_t const masks = rank <= 4 ? std::size_t{1} << rank : 1;
+  std::vector<int> colors(masks, -1);
+  r.groups.resize(masks);
+  std::vector<std::size_t> all(procs);
+  for (std::size_t p = 0; p < procs; ++p) all[p] = p;
+  for (std::size_t m = 0; m < masks; ++m) {
+    std::vector<std::uint64_t> sets(procs, 0);  // bit r of sets[p]: process r takes part with p
+    bool ok = procs <= 64;
+    if (m == 0 || !ok) {
+      r.groups[m].members = all;
+      continue;
+    }
+    std::vector<std::size_t> axes;
+    for (std::size_t a = 0; a < rank; ++a)
+      if ((m >> a) & 1u) axes.push_back(a);
+    for (std::size_t q = 0; q < ids.size(); ++q)
+      for (std::size_t member : group_along(q, sizes, axes).members)
+        sets[r.process_of[q]] |= std::uint64_t{1} << r.process_of[member];
+    bool singletons = true;
+    for (std::size_t p = 0; p < procs && ok; ++p) {
+      singletons = singletons && sets[p] == (std::uint64_t{1} << p);
+      for (std::size_t q = 0; q < procs; ++q)
+        if (((sets[p] >> q) & 1u) && sets[q] != sets[p]) ok = false;  // not a partition
+    }
+    auto& g = r.groups[m];
+    if (!ok) {
+      g.members = all;
+      continue;
+    }
+    for (std::size_t q = 0; q < procs; ++q)
+      if ((sets[r.process] >> q) & 1u) g.members.push_back(q);
+    g.local = singletons;
+    if (!singletons) colors[m] = static_cast<int>(g.members.front());
+  }
+  std::vector<std::uint64_t> key(sizes.begin(), sizes.end());
+  for (int d : ids) key.push_back(static_cast<std::uint64_t>(d));
+  std::vector<std::size_t> const handles = pool.process_groups(key, colors);
+  for (std::size_t m = 0; m < masks; ++m) r.groups[m].handle = handles[m];
   return r;
 }
 
@@ -84,55 +138,62 @@ inline std::uint64_t signature_hash(op_signature const& s) {
   return fnv1a(fields, sizeof(fields));
 }
 
-/// The first device's part: every process's devices' signatures, then their inputs.
+/// The first device's part: every device's signature in the processes of the collective's
+/// group, then their inputs.
 inline void exchange_contributions(process_run& r, op_signature const& sig) {
   std::size_t const local = r.mine.size();
   std::size_t const procs = r.per_process.size();
-  // 1. The signatures and sizes: all of them equal, or every process throws.
-  std::vector<std::uint64_t> head(2 * local);
-  for (std::size_t i = 0; i < local; ++i) {
-    head[2 * i] = r.mine[i].hash;
-    head[2 * i + 1] = r.mine[i].bytes;
-  }
-  std::vector<std::uint64_t> counts(procs);
-  std::size_t total_heads = 0;
-  for (std::size_t p = 0; p < procs; ++p) {
-    counts[p] = 2 * r.per_process[p] * sizeof(std::uint64_t);
-    total_heads += 2 * r.per_process[p];
-  }
-  std::vector<std::uint64_t> heads(total_heads);
-  r.pool->gather_bytes(std::span<std::byte const>(reinterpret_cast<std::byte const*>(head.data()), head.size() * 8),
-                       counts, reinterpret_cast<std::byte*>(heads.data()));
-  for (std::size_t j = 0, p = 0, k = 0; j < total_heads / 2; ++j, ++k) {
-    while (k == r.per_process[p]) {
-      ++p;
-      k = 0;
-    }
-    if (heads[2 * j] != head[0] || heads[2 * j + 1] != head[1]) {
+  std::uint64_t const mask = sig.axes;
+  process_group const& g = mask < r.groups.size() ? r.groups[mask] : r.groups[0];
+  std::size_t const bytes = local == 0 ? 0 : r.mine[0].bytes;
+  bool local_ok = true;
+  for (std::size_t i = 1; i < local; ++i) local_ok = local_ok && r.mine[i].hash == r.mine[0].hash && r.mine[i].bytes == bytes;
+  // 1. The signatures and sizes, over every process (whatever the group: a process that is in
+  // another collective, or has returned, then meets this exchange, never a hang): the same
+  // everywhere, or all of them throw. A process whose own devices disagree says so with a
+  // signature no collective has (0), so the others throw too.
+  std::uint64_t const head[2] = {local_ok ? r.mine[0].hash : 0, bytes};
+  std::vector<std::uint64_t> counts(procs, 2 * sizeof(std::uint64_t));
+  std::vector<std::uint64_t> heads(2 * procs);
+  r.pool->gather_bytes(0, std::span<std::byte const>(reinterpret_cast<std::byte const*>(head), sizeof(head)), counts,
+                       reinterpret_cast<std::byte*>(heads.data()));
+  for (std::size_t p = 0; p < procs; ++p)
+    if (heads[2 * p] != head[0] || heads[2 * p + 1] != head[1]) {
       r.mismatch = true;
       throw collective_mismatch(
-          "tessera::shard_map across processes: the devices are not in the same collective: this process's first "
-          "device is in " +
-          (sig.describe ? sig.describe(sig) : std::string("a collective")) + ", and device " + std::to_string(k) +
-          " of process " + std::to_string(p) +
-          (heads[2 * j + 1] != head[1] ? " gives " + std::to_string(heads[2 * j + 1]) + " bytes against " +
+          "tessera::shard_map across processes: the devices are not in the same collective: this process's "
+          "devices are in " +
+          (sig.describe ? sig.describe(sig) : std::string("a collective")) + ", and process " + std::to_string(p) +
+          "'s " +
+          (heads[2 * p + 1] != head[1] ? "give " + std::to_string(heads[2 * p + 1]) + " bytes against " +
                                              std::to_string(head[1])
-                                       : " is in another one (or has returned)") +
+                                       : "are in another one (or have returned)") +
           "; every process must run the same collectives in the same order");
     }
+  if (!local_ok) {
+    r.mismatch = true;
+    throw collective_mismatch("tessera::shard_map across processes: this process's devices are not in the same "
+                              "collective (" + (sig.describe ? sig.describe(sig) : std::string("a collective")) + ")");
   }
-  // 2. The inputs, every device's in mesh order within its process.
-  std::size_t const bytes = r.mine.empty() ? 0 : r.mine[0].bytes;
   r.send.resize(local * bytes);
   for (std::size_t i = 0; i < local; ++i)
     if (bytes != 0) std::memcpy(r.send.data() + i * bytes, r.mine[i].data, bytes);
   r.offset.assign(procs + 1, 0);
-  for (std::size_t p = 0; p < procs; ++p) {
-    counts[p] = r.per_process[p] * bytes;
-    r.offset[p + 1] = r.offset[p] + counts[p];
+  if (g.local) {  // every member is a device of this process: no data between processes
+    r.gathered = r.send;
+    return;
   }
-  r.gathered.resize(r.offset[procs]);
-  if (bytes != 0) r.pool->gather_bytes(std::span<std::byte const>(r.send), counts, r.gathered.data());
+  // 2. The inputs of the group's processes (its own communicator, made once per mesh), every
+  // device's in mesh order within its process, the processes in order.
+  counts.resize(g.members.size());
+  std::size_t total = 0;
+  for (std::size_t j = 0; j < g.members.size(); ++j) {
+    counts[j] = r.per_process[g.members[j]] * bytes;
+    r.offset[g.members[j]] = total;
+    total += counts[j];
+  }
+  r.gathered.resize(total);
+  if (bytes != 0) r.pool->gather_bytes(g.handle, std::span<std::byte const>(r.send), counts, r.gathered.data());
 }
 
 /// The inputs of every member of group g, in rank order, for the collective `sig` this device

@@ -296,15 +296,15 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
         team_pos[p] = local_ids.size();
         local_ids.push_back(ids[p]);
       }
+    std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
     std::optional<detail::process_run> xp;
-    if (local_ids.size() != n) xp.emplace(detail::make_process_run(*pool, ids, local_ids.size()));
+    if (local_ids.size() != n) xp.emplace(detail::make_process_run(*pool, ids, sizes, local_ids.size()));
     detail::team t(local_ids.size(), local_ids);
     std::vector<std::optional<owned_t>> results(n);
     std::tuple<std::vector<device_buffer<typename std::tuple_element_t<J, owned_t>::value_type>>...> buffers;
     (std::get<J>(buffers).resize(n), ...);
     std::vector<std::string_view> names;
     for (auto const& a : Mesh::axes) names.push_back(a.name.view());
-    std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
 
     try {
       pool->run(std::span<int const>(ids), [&](int d) {

@@ -149,11 +149,19 @@ class device_pool {
   /// What the processes agree on before they act together (debug builds compare the host data
   /// every process gives device_put): called with a hash and what it is of; throws on disagreement.
   std::function<void(std::uint64_t, char const*)> agree;
-  /// Every process's bytes, concatenated in process order into `out` (`counts[r]` from process
-  /// r, known to all): MPI_Allgatherv, set by tessera::distributed::runtime. Called by one
-  /// device thread of each process at a time (shard_map's collectives across processes).
-  std::function<void(std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts, std::byte* out)>
+  /// The bytes of every process of group `group` (a handle from process_groups, 0: every
+  /// process), concatenated in process order into `out` (`counts[i]` from its i-th process,
+  /// known to all): MPI_Allgatherv, set by tessera::distributed::runtime. Called by one device
+  /// thread of each process at a time (shard_map's collectives across processes).
+  std::function<void(std::size_t group, std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts,
+                     std::byte* out)>
       gather_bytes;
+  /// The process groups of a mesh's collectives, made once per mesh (`mesh` names it: its axis
+  /// sizes and device ids): `colors[m]` is this process's group for the axis subset m (processes
+  /// of one color form a group; -1: no group of its own, use every process). Gives the group
+  /// handle for each m (0: every process), for gather_bytes. Every process calls it together.
+  std::function<std::vector<std::size_t>(std::vector<std::uint64_t> const& mesh, std::vector<int> const& colors)>
+      process_groups;
   /// Ends every process of the job with `message` (MPI_Abort): a device failed in a shard_map
   /// across processes, and the other processes would wait for it. Set by the distributed runtime.
   std::function<void(std::string const& message)> abort_processes;

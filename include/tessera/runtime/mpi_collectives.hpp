@@ -61,7 +61,14 @@ std::vector<T> mpi_allgather_values(mpi_environment const& env, T const& mine) {
 
 /// Every process's bytes, concatenated in process order into `out` (MPI_Allgatherv for any
 /// sizes): `counts` holds each process's byte count, known to all (gathered before).
+inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte const> mine,
+                                std::vector<std::uint64_t> const& counts, std::byte* out);
 inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte const> mine,
+                                std::vector<std::uint64_t> const& counts, std::byte* out) {
+  mpi_allgatherv_into(env.comm(), env.rank(), mine, counts, out);
+}
+/// The same over communicator `comm`, where this process is `rank` and `counts` has one entry per member.
+inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte const> mine,
                                 std::vector<std::uint64_t> const& counts, std::byte* out) {
   std::size_t const p = counts.size();
   std::vector<std::uint64_t> offset(p + 1, 0);
@@ -71,7 +78,7 @@ inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte 
     offset[r + 1] = offset[r] + counts[r];
   }
   std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
-  auto const me = static_cast<std::size_t>(env.rank());
+  auto const me = static_cast<std::size_t>(rank);
   std::vector<int> rc(p), rd(p);
   if (offset[p] <= limit) {  // one call, straight into place
     for (std::size_t r = 0; r < p; ++r) {
@@ -79,9 +86,9 @@ inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte 
       rd[r] = static_cast<int>(offset[r]);
     }
     MPI_Request req{};
-    mpi_check(MPI_Iallgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, env.comm(), &req),
+    mpi_check(MPI_Iallgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm, &req),
               "MPI_Iallgatherv");
-    mpi_wait(env.comm(), req, "MPI_Iallgatherv");
+    mpi_wait(comm, req, "MPI_Iallgatherv");
     return;
   }
   // Rounds: each process sends up to `share` bytes of what it has left, so one round's total
@@ -100,9 +107,9 @@ inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte 
     round_buf.resize(total);
     MPI_Request req{};
     mpi_check(MPI_Iallgatherv(mine.data() + sent[me], rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(),
-                              MPI_BYTE, env.comm(), &req),
+                              MPI_BYTE, comm, &req),
               "MPI_Iallgatherv");
-    mpi_wait(env.comm(), req, "MPI_Iallgatherv");
+    mpi_wait(comm, req, "MPI_Iallgatherv");
     for (std::size_t r = 0; r < p; ++r) {
       if (rc[r] > 0) std::memcpy(out + offset[r] + sent[r], round_buf.data() + rd[r], static_cast<std::size_t>(rc[r]));
       sent[r] += static_cast<std::uint64_t>(rc[r]);
