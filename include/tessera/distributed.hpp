@@ -400,7 +400,17 @@ template <class E>
 auto process_allgather(E const& x, bool tiled = false) {
   if constexpr (array_type<E>) {
     using T = typename E::value_type;
-    if (!x.is_fully_addressable()) return detail::gather_global(x);
+    // The processes take one route together: an array on one process's devices alone (a mesh of
+    // the first devices, say) is fully addressable there and nowhere else, and is gathered as the
+    // global array it is, from that process.
+    bool const everywhere = [&] {
+      auto const* rt = detail::current_distributed.load();
+      if (rt == nullptr) return x.is_fully_addressable();
+      std::lock_guard lock(rt->environment().call_mutex());
+      auto const flags = detail::mpi_allgather_values<char>(rt->environment(), x.is_fully_addressable() ? char(1) : char(0));
+      return std::all_of(flags.begin(), flags.end(), [](char f) { return f != 0; });
+    }();
+    if (!everywhere) return detail::gather_global(x);
     auto const host = to_host(x);
     return detail::process_allgather_host<T>(host.data(), std::vector<std::size_t>(host.shape().begin(), host.shape().end()), tiled);
   } else {

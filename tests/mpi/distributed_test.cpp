@@ -164,6 +164,15 @@ void check_global(tessera::distributed::runtime& rt) {
   EXPECT(all.dimension() == 2 && all.shape()[0] == rows && all.shape()[1] == cols);
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) EXPECT(all(i, j) == 2.0f * global_value(i, j) + 1.0f);
+  {
+    // An array on process 0's devices alone (the mesh of the first 2 devices) is fully
+    // addressable there and nowhere else: every process still gets its global value.
+    auto const m0 = tessera::make_mesh<"x">({2});
+    xt::xtensor<float, 1> const h0{1.0f, 2.0f};
+    auto const a0 = tessera::device_put(h0, tessera::named_sharding(m0, tessera::P<"x">{}));
+    auto const g0 = tessera::process_allgather(a0);
+    EXPECT(g0.size() == 2 && g0.flat(0) == 1.0f && g0.flat(1) == 2.0f);
+  }
   // device_put of host data every process has (checked alike in debug builds).
   xt::xtensor<float, 2> host = xt::zeros<float>({rows, cols});
   for (std::size_t i = 0; i < rows; ++i)
