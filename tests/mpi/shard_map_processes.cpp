@@ -52,7 +52,7 @@ xt::xtensor<float, 2> input(std::size_t rows, std::size_t cols) {
 }
 
 void check_collectives(std::size_t n) {
-  auto const mesh = tessera::make_mesh<"data">({n});
+  auto const mesh = tessera::make_mesh<"data">({static_cast<int>(n)});
   std::size_t const b = 2, cols = 4;  // block rows
   auto const host = input(n * b, cols);
   auto const x = tessera::device_put(host, tessera::named_sharding(mesh, P<"data", none>{}));
@@ -110,7 +110,7 @@ void check_collectives(std::size_t n) {
 
   // A 2-D mesh: psum along "model" (pairs of neighbouring devices: within a process, or across
   // two when each has one device) and along "data".
-  auto const mesh2 = tessera::make_mesh<"data", "model">({n / 2, 2});
+  auto const mesh2 = tessera::make_mesh<"data", "model">({static_cast<int>(n / 2), 2});
   auto const x2 = tessera::device_put(host, tessera::named_sharding(mesh2, P<tessera::axes<"data", "model">, none>{}));
   auto const pmod = tessera::shard_map([](auto const& v) { return tessera::psum<"model">(v); }, mesh2,
                                        tessera::in_specs(P<tessera::axes<"data", "model">, none>{}),
@@ -125,7 +125,7 @@ void check_collectives(std::size_t n) {
 /// devices: each row's group is its own pair of processes, with a communicator of its own).
 void check_subgroups(std::size_t n) {
   if (n % 4 != 0) return;
-  auto const mesh = tessera::make_mesh<"a", "b">({n / 4, 4});
+  auto const mesh = tessera::make_mesh<"a", "b">({static_cast<int>(n / 4), 4});
   std::size_t const b = 2, cols = 3;
   auto const host = input(n * b, cols);
   using spec = P<tessera::axes<"a", "b">, none>;
@@ -143,7 +143,7 @@ void check_subgroups(std::size_t n) {
 }
 
 void check_grad(std::size_t n) {
-  auto const mesh = tessera::make_mesh<"data">({n});
+  auto const mesh = tessera::make_mesh<"data">({static_cast<int>(n)});
   std::size_t const rows = 4 * n;
   xt::xtensor<double, 2> xh = xt::zeros<double>(std::array<std::size_t, 2>{rows, 3});
   xt::xtensor<double, 2> yh = xt::zeros<double>(std::array<std::size_t, 2>{rows, 2});
@@ -170,7 +170,7 @@ void check_grad(std::size_t n) {
 }
 
 void check_mismatch(tessera::distributed::runtime const& rt, std::size_t n) {
-  auto const mesh = tessera::make_mesh<"data">({n});
+  auto const mesh = tessera::make_mesh<"data">({static_cast<int>(n)});
   auto const x = tessera::device_put(input(n, 3), tessera::named_sharding(mesh, P<"data", none>{}));
   bool const odd = rt.process_index() == rt.process_count() - 1;
   // The last process runs pmax where the others run psum: every process throws.
