@@ -142,7 +142,7 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator*(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), primal_of(a) * primal_of(b), [a, b](auto const& g, auto const&) {
+  auto y = record(tape_of(a, b), primal_of(a) * primal_of(b), [a, b](auto const& g, auto const&) {
     if constexpr (std::is_same_v<A, B> && traced_value<A>) {
       if (a.node() == b.node()) {
         // x * x (the square in a squared error): one contribution 2 g x, one pass where the two
@@ -154,6 +154,11 @@ auto operator*(A const& a, B const& b) {
     contribute(a, [&] { return g * primal_of(b); });
     contribute(b, [&] { return primal_of(a) * g; });
   });
+  if constexpr (std::is_same_v<A, B> && traced_value<A>) {
+    if constexpr (std::is_same_v<decltype(y), A>)
+      if (a.node() == b.node()) y.node()->square_of = a.node();
+  }
+  return y;
 }
 
 /// jnp.true_divide of tracers: g / b and -g * (a / b) / b.
@@ -317,6 +322,11 @@ template <std::size_t... Axes, traced_value X>
 auto sum(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::sum<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
+    if (auto const& base = x.node()->square_of) {  // sum(d * d): 2 d g, one pass (see node::square_of)
+      X const d(base);
+      contribute(d, [&] { return spread<Axes...>(g, layout_of(x)) * primal_of(d) * typename X::value_type(2); });
+      return;
+    }
     contribute(x, [&] { return spread<Axes...>(g, layout_of(x)); });
   });
 }
@@ -326,6 +336,14 @@ template <std::size_t... Axes, traced_value X>
 auto mean(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::mean<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
+    if (auto const& base = x.node()->square_of) {  // mean(d * d): 2 d g / n, one pass (see node::square_of)
+      X const d(base);
+      contribute(d, [&] {
+        return spread<Axes...>(g, layout_of(x)) / reduced_count<Axes...>(layout_of(x)) * primal_of(d) *
+               typename X::value_type(2);
+      });
+      return;
+    }
     contribute(x, [&] { return spread<Axes...>(g, layout_of(x)) / reduced_count<Axes...>(layout_of(x)); });
   });
 }

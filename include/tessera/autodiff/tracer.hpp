@@ -329,6 +329,9 @@ struct node {
   }
 
   std::weak_ptr<tape> tp;
+  // Set when this value is x * x of the node `square_of` (a squared error): a sum or mean of it
+  // then sends its cotangent straight to x (2 x g, one pass), skipping this node's.
+  std::shared_ptr<node<A>> square_of;
   std::function<A()> make;
   std::once_flag once;
   std::optional<A> value;
