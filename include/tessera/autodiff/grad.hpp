@@ -129,31 +129,6 @@ auto strip(T const& tree) {
   return map_tree(f, tree);
 }
 
-/// An array of A's type and `shape` with every element `v` (zeros for an unused argument, the
-/// seed 1 of a scalar output).
-template <class A>
-A filled(typename A::sharding_type const& s, shape_t<A::rank> const& shape, typename A::value_type v) {
-  using T = typename A::value_type;
-  if (planning != nullptr) return placeholder<A>(s, shape);
-  if constexpr (A::rank == 0) {
-    // One number per device (the seed of a scalar output), written here: not worth a dispatch.
-    using S = typename A::sharding_type;
-    auto st = std::make_shared<array_storage<T, 0, S>>(array_storage<T, 0, S>{s, shape, pool_for(s, "grad"), {}});
-    st->buffers.resize(s.num_devices());
-    auto const& ids = s.device_ids();
-    for (std::size_t p = 0; p < ids.size(); ++p)
-      if (st->pool->is_local(ids[p])) {
-        device_buffer<T> b(1);
-        *b.data() = v;
-        st->buffers[p] = std::move(b);
-      }
-    return A(std::move(st));
-  }
-  return build_array<T, A::rank>(s, shape, "grad", [&](std::size_t, auto const& block, T* out) {
-    std::fill(out, out + element_count(block_shape(block)), v);
-  });
-}
-
 /// The gradients of a traced tree's leaves (zeros where nothing depended on a leaf).
 template <class T>
 auto gradients(T const& traced) {

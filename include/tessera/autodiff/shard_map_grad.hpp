@@ -26,6 +26,7 @@
 
 #include "tessera/autodiff/local_tracer.hpp"
 #include "tessera/autodiff/tracer.hpp"
+#include "tessera/runtime/collective_counter.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/parallel/shard_map.hpp"
 
@@ -114,11 +115,14 @@ struct traced_shard_map {
 
   template <class F, class Mesh, class... In, class... Out, bool CheckVma>
   static auto run(shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> const& sm, Args const&... args) {
+    if (ad::planning != nullptr) return plan(sm, args...);
+    return traced(sm, args...);
+  }
+
+  /// The forward pass on every device, recorded, and the backward step on the tape.
+  template <class F, class Mesh, class... In, class... Out, bool CheckVma>
+  static auto traced(shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> const& sm, Args const&... args) {
     using namespace ad;
-    if (planning != nullptr)
-      throw std::logic_error(
-          "tessera::explain of a gradient through shard_map: the body's collectives are known only when it runs; "
-          "count them with collective_counter instead");
     std::shared_ptr<tape> const t = tape_of(args...);
     Mesh const& mesh = sm.mesh();
     auto programs = std::make_shared<std::vector<device_program>>(mesh.num_devices());
@@ -247,6 +251,80 @@ struct traced_shard_map {
       return std::make_tuple(tracer<std::tuple_element_t<J, out_types>>(std::get<J>(nodes))...);
     }(std::make_index_sequence<n_out>{});
     if constexpr (n_out == 1) return std::get<0>(std::move(tracers));
+    else return tracers;
+  }
+
+  /// explain() of a gradient through shard_map: a body's collectives are known only when it runs
+  /// (tessera does not trace C++), so the same program runs on zeros of the arguments' shapes and
+  /// layouts, forward and backward, and the collectives it made go into the plan, the forward
+  /// ones now and the backward ones when the planned backward pass reaches this step.
+  template <class F, class Mesh, class... In, class... Out, bool CheckVma>
+  static auto plan(shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> const& sm, Args const&... args) {
+    using namespace ad;
+    std::vector<collective_event>* const sink = planning;
+    std::shared_ptr<tape> const outer = tape_of(args...);
+    struct restore {
+      std::vector<collective_event>* sink;
+      ~restore() { planning = sink; }
+    } const guard{sink};
+    planning = nullptr;  // the run below is real
+    auto const stand_in = [](auto const& a) {
+      using X = std::remove_cvref_t<decltype(a)>;
+      if constexpr (traced_value<X>) return filled<typename X::array_type>(a.sharding(), a.shape(), 0);
+      else return a;
+    };
+    auto inner = std::make_shared<tape>();
+    auto const traced_args = std::make_tuple([&](auto const& a) {
+      using X = std::remove_cvref_t<decltype(a)>;
+      if constexpr (traced_value<X>) return leaf(inner, stand_in(a));
+      else return a;
+    }(args)...);
+    std::vector<collective_event> forward, backward;
+    auto outs = [&] {
+      collective_counter counter;
+      auto o = std::apply(
+          [&](auto const&... v) { return traced_shard_map<std::remove_cvref_t<decltype(v)>...>::traced(sm, v...); }, traced_args);
+      forward = counter.events();
+      return o;
+    }();
+    auto outs_tuple = [&] {
+      if constexpr (sizeof...(Out) == 1) return std::make_tuple(outs);
+      else return outs;
+    }();
+    {
+      collective_counter counter;
+      std::apply([](auto const&... o) { (o.node()->ct.add(filled<typename std::remove_cvref_t<decltype(o)>::array_type>(o.sharding(), o.shape(), 0)), ...); },
+                 outs_tuple);
+      inner->run();
+      backward = counter.events();
+    }
+    sink->insert(sink->end(), forward.begin(), forward.end());
+    // The outer program: results holding no blocks, and a backward step that plans the above.
+    auto nodes = std::apply(
+        [&](auto const&... o) {
+          return std::make_tuple([&] {
+            using A = typename std::remove_cvref_t<decltype(o)>::array_type;
+            auto n = std::make_shared<node<A>>(outer, o.sharding(), o.shape());
+            n->value.emplace(placeholder<A>(o.sharding(), o.shape()));
+            return n;
+          }()...);
+        },
+        outs_tuple);
+    outer->record([nodes, backward, args...] {
+      bool const any = std::apply([](auto const&... n) { return (n->ct.take().has_value() || ...); }, nodes);
+      if (!any || planning == nullptr) return;
+      planning->insert(planning->end(), backward.begin(), backward.end());
+      auto const planned_cotangent = [](auto const& a) {
+        using X = std::remove_cvref_t<decltype(a)>;
+        if constexpr (traced_value<X>)
+          contribute(a, [&] { return placeholder<typename X::array_type>(a.sharding(), a.shape()); });
+      };
+      (planned_cotangent(args), ...);
+    });
+    auto tracers = std::apply(
+        [](auto const&... n) { return std::make_tuple(tracer_of(n)...); },
+        nodes);
+    if constexpr (sizeof...(Out) == 1) return std::get<0>(std::move(tracers));
     else return tracers;
   }
 };

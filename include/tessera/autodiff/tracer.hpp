@@ -522,6 +522,37 @@ tracer<A> leaf(std::shared_ptr<tape> const& t, A const& value) {
   return tracer<A>(std::move(n));
 }
 
+/// An array of A's type and `shape` with every element `v` (zeros for an unused argument, the
+/// seed 1 of a scalar output).
+template <class A>
+A filled(typename A::sharding_type const& s, shape_t<A::rank> const& shape, typename A::value_type v) {
+  using T = typename A::value_type;
+  if (planning != nullptr) return placeholder<A>(s, shape);
+  if constexpr (A::rank == 0) {
+    // One number per device (the seed of a scalar output), written here: not worth a dispatch.
+    using S = typename A::sharding_type;
+    auto st = std::make_shared<array_storage<T, 0, S>>(array_storage<T, 0, S>{s, shape, pool_for(s, "grad"), {}});
+    st->buffers.resize(s.num_devices());
+    auto const& ids = s.device_ids();
+    for (std::size_t p = 0; p < ids.size(); ++p)
+      if (st->pool->is_local(ids[p])) {
+        device_buffer<T> b(1);
+        *b.data() = v;
+        st->buffers[p] = std::move(b);
+      }
+    return A(std::move(st));
+  }
+  return build_array<T, A::rank>(s, shape, "grad", [&](std::size_t, auto const& block, T* out) {
+    std::fill(out, out + element_count(block_shape(block)), v);
+  });
+}
+
+/// The tracer of a node.
+template <class A>
+tracer<A> tracer_of(std::shared_ptr<node<A>> const& n) {
+  return tracer<A>(n);
+}
+
 /// Adds a contribution to an operand's cotangent, where the operand is a tracer (constants have none).
 template <class X, class Make>
 void contribute(X const& x, Make&& make) {
