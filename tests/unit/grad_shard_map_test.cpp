@@ -19,45 +19,16 @@
 
 #include "tessera/tessera.hpp"
 
+#include "grad_support.hpp"
+
 namespace {
 
 using tessera::none;
 using tessera::P;
 
-template <std::size_t N>
-xt::xtensor<double, N> values(std::array<std::size_t, N> const& shape, double seed) {
-  xt::xtensor<double, N> x(shape);
-  std::size_t i = 0;
-  for (auto& v : x) {
-    v = std::sin(seed + 1.7 * static_cast<double>(i) + 0.3 * static_cast<double>(i * i % 7)) * 0.9;
-    ++i;
-  }
-  return x;
-}
-
-template <class F, class X>
-X numeric_gradient(F const& f, X x, double h = 1e-6) {
-  X g = xt::zeros_like(x);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    double const keep = x.flat(i);
-    x.flat(i) = keep + h;
-    double const up = f(x);
-    x.flat(i) = keep - h;
-    double const down = f(x);
-    x.flat(i) = keep;
-    g.flat(i) = (up - down) / (2 * h);
-  }
-  return g;
-}
-
-template <class A, class B>
-double max_abs_diff(A const& a, B const& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  auto ia = a.begin();
-  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) m = std::max(m, std::abs(double(*ia) - double(*ib)));
-  return m;
-}
+using tessera_test::max_abs_diff;
+using tessera_test::numeric_gradient;
+using tessera_test::values;
 
 template <class A, class B>
 double inner(A const& a, B const& b) {
@@ -66,6 +37,24 @@ double inner(A const& a, B const& b) {
   auto ia = a.begin();
   for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) s += double(*ia) * double(*ib);
   return s;
+}
+
+/// The element-wise test body on the host, block by block (blocks of 2 rows), with plain xtensor.
+double elementwise_host(xt::xtensor<double, 2> const& v, bool with_sigmoid) {
+  double total = 0;
+  for (std::size_t blk = 0; blk < 2; ++blk) {
+    xt::xtensor<double, 2> vb = xt::view(v, xt::range(2 * blk, 2 * blk + 2), xt::all());
+    xt::xtensor<double, 2> a = xt::exp(vb) / (1.0 + xt::log(vb)) - xt::sqrt(vb) * xt::cos(vb);
+    xt::xtensor<double, 2> b = xt::maximum(xt::sin(vb) - 0.5, 0.0) + xt::abs(vb - 1.0) - xt::tanh(vb);
+    xt::xtensor<double, 2> c = xt::zeros<double>({3, 3});
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 2; ++k) c(i, j) += a(k, i) * b(k, j);
+    xt::xtensor<double, 1> d = xt::sum(a * b, {0}) + xt::mean(c, {1}) * 2.0 - 1.0;
+    total += xt::sum(d * d)() + xt::sum(c)();
+    if (with_sigmoid) total += xt::sum(1.0 / (1.0 + xt::exp(-vb)))();
+  }
+  return total;
 }
 
 /// The data-parallel loss on the host: mean((sigmoid(x w + b) - y)^2) over every element.
@@ -299,21 +288,7 @@ TEST_CASE("grad through shard_map: element-wise rules, reductions and transpose 
         return tessera::psum<"X">(tessera::sum(d * d) + tessera::sum(c));
       },
       mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
-  auto const host = [&](xt::xtensor<double, 2> const& v) {
-    double total = 0;
-    for (std::size_t blk = 0; blk < 2; ++blk) {
-      xt::xtensor<double, 2> vb = xt::view(v, xt::range(2 * blk, 2 * blk + 2), xt::all());
-      xt::xtensor<double, 2> a = xt::exp(vb) / (1.0 + xt::log(vb)) - xt::sqrt(vb) * xt::cos(vb);
-      xt::xtensor<double, 2> b = xt::maximum(xt::sin(vb) - 0.5, 0.0) + xt::abs(vb - 1.0) - xt::tanh(vb);
-      xt::xtensor<double, 2> c = xt::zeros<double>({3, 3});
-      for (std::size_t i = 0; i < 3; ++i)
-        for (std::size_t j = 0; j < 3; ++j)
-          for (std::size_t k = 0; k < 2; ++k) c(i, j) += a(k, i) * b(k, j);
-      xt::xtensor<double, 1> d = xt::sum(a * b, {0}) + xt::mean(c, {1}) * 2.0 - 1.0;
-      total += xt::sum(d * d)() + xt::sum(c)();
-    }
-    return total;
-  };
+  auto const host = [](xt::xtensor<double, 2> const& v) { return elementwise_host(v, false); };
   auto const g = tessera::grad([&](auto const& v) { return sm(v); })(x);
   CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, xh)) < 1e-6);
 }
@@ -432,18 +407,7 @@ TEST_CASE("a body written with tessera's functions also runs without grad, on pl
   (void)g;
   CHECK(std::abs(plain - tessera::to_host(value)()) < 1e-12 * (1 + std::abs(plain)));
   // And against the host: the same formula with xtensor on each block.
-  double total = 0;
-  for (std::size_t blk = 0; blk < 2; ++blk) {
-    xt::xtensor<double, 2> vb = xt::view(xh, xt::range(2 * blk, 2 * blk + 2), xt::all());
-    xt::xtensor<double, 2> a = xt::exp(vb) / (1.0 + xt::log(vb)) - xt::sqrt(vb) * xt::cos(vb);
-    xt::xtensor<double, 2> b = xt::maximum(xt::sin(vb) - 0.5, 0.0) + xt::abs(vb - 1.0) - xt::tanh(vb);
-    xt::xtensor<double, 2> c = xt::zeros<double>({3, 3});
-    for (std::size_t i = 0; i < 3; ++i)
-      for (std::size_t j = 0; j < 3; ++j)
-        for (std::size_t k = 0; k < 2; ++k) c(i, j) += a(k, i) * b(k, j);
-    xt::xtensor<double, 1> d = xt::sum(a * b, {0}) + xt::mean(c, {1}) * 2.0 - 1.0;
-    total += xt::sum(d * d)() + xt::sum(c)() + xt::sum(1.0 / (1.0 + xt::exp(-vb)))();
-  }
+  double const total = elementwise_host(xh, true);
   CHECK(std::abs(plain - total) < 1e-10 * (1 + std::abs(total)));
 
   // The data-parallel loss: one body for the value and for grad.

@@ -24,9 +24,15 @@
 #include "support.hpp"
 #include "tessera/tessera.hpp"
 
+#include "grad_support.hpp"
+
 namespace hana = boost::hana;
 
 namespace {
+
+using tessera_test::max_abs_diff;
+using tessera_test::numeric_gradient;
+using tessera_test::values;
 
 using tessera::none;
 using tessera::P;
@@ -78,27 +84,6 @@ xt::xtensor<float, 2> w_host(float base) {
   return w + base;
 }
 xt::xtensor<float, 1> b_host(float base) { return xt::arange<float>(4.0f) * 0.5f + base; }
-
-/// Deterministic values in [-0.9, 0.9], as grad_test.cpp makes them.
-template <std::size_t N>
-xt::xtensor<double, N> values(std::array<std::size_t, N> const& shape, double seed) {
-  xt::xtensor<double, N> x(shape);
-  std::size_t i = 0;
-  for (auto& v : x) {
-    v = std::sin(seed + 1.7 * static_cast<double>(i) + 0.3 * static_cast<double>(i * i % 7)) * 0.9;
-    ++i;
-  }
-  return x;
-}
-
-template <class A, class B>
-double max_abs_diff(A const& a, B const& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  auto ia = a.begin();
-  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) m = std::max(m, std::abs(double(*ia) - double(*ib)));
-  return m;
-}
 
 /// a (n x k) times b (k x m), on the host.
 xt::xtensor<double, 2> host_matmul(xt::xtensor<double, 2> const& a, xt::xtensor<double, 2> const& b) {
