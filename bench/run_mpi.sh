@@ -1,21 +1,69 @@
 #!/usr/bin/env bash
-# tessera across processes against the MPI call moving the same bytes (issue 15), under mpirun
-# with 2 processes of 1 device: process_allgather and a reshard against MPI_Allgather, a sum
-# against MPI_Allreduce; prints the machine line and one table. Builds the benchmark in
-# build/bench-mpi (Release) first.
+# tessera across processes against the MPI call moving the same bytes (issue 15), under mpirun.
+# Builds the benchmarks in build/bench-mpi (Release, -O3 -march=native, one target at a time)
+# first, then prints the machine line and three tables:
+#   1. 2 processes of 1 device: process_allgather and a reshard against MPI_Allgather, a sum
+#      against MPI_Allreduce (bench/mpi/process_allgather_bench.cpp);
+#   2. 2 processes of 1 device: a shard_map over both devices whose body is one psum,
+#      all_gather or all_to_all (tiled) of 4 KiB and 4 MiB per device, against MPI_Allreduce,
+#      MPI_Allgather and MPI_Alltoall, with an empty shard_map to tell the shard_map's own cost
+#      from the collective's (bench/mpi/shard_map_collectives_bench.cpp);
+#   3. examples/mpi/training.cpp's training step on 8 devices as 1 process x 8 and as
+#      2 processes x 4 (bench/mpi/training_step_bench.cpp).
+# Environment: BUILD (the build folder), NPS (process counts of table 1, default 2),
+# TABLES (which tables, default "1 2 3"). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
+# are shared), and btl_vader_single_copy_mechanism=none unless set (containers without CMA).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD:-$ROOT/build/bench-mpi}
+tables=${TABLES:-1 2 3}
 cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=ON -DTESSERA_BUILD_TESTS=OFF \
   -DTESSERA_BUILD_EXAMPLES=OFF > /dev/null
-cmake --build "$build" --target bench_process_allgather -j 2 > /dev/null
+# One target at a time; the compiler's output (g++ 12 warns inside avx512fintrin.h with
+# -march=native) goes to a log, shown if the build fails.
+for target in bench_process_allgather bench_shard_map_collectives bench_training_step; do
+  cmake --build "$build" --target "$target" -j 1 > "$build/$target.log" 2>&1 || { cat "$build/$target.log"; exit 1; }
+done
+export OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 flags=(--oversubscribe --bind-to none)
 [[ $(id -u) == 0 ]] && flags+=(--allow-run-as-root)
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) CPUs; $(mpirun --version | head -1); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+run() { mpirun "${flags[@]}" -np "$@"; }
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) CPUs; $(mpirun --version | head -1);" \
+  "btl_vader_single_copy_mechanism=$OMPI_MCA_btl_vader_single_copy_mechanism; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if [[ " $tables " == *" 1 "* ]]; then
+  echo
+  echo "| operation | bytes per process | processes | tessera | MPI | tessera/MPI |"
+  echo "|---|---|---|---|---|---|"
+  for np in ${NPS:-2}; do
+    run "$np" "$build/bench/bench_process_allgather" |
+      awk '{ printf "| %s | %s | %s | %s s | %s s | %s |\n", $1, $2, $3, $4, $5, $6 }'
+  done
+fi
+
+if [[ " $tables " == *" 2 "* ]]; then
+  echo
+  echo "shard_map over 2 processes x 1 device, seconds per call (slowest process, median of 5 interleaved rounds);"
+  echo "one: a shard_map whose body is the collective; empty: a shard_map returning its block;"
+  echo "looped: a shard_map making the collective reps times, per collective"
+  echo
+  echo "| collective | bytes per device | MPI | shard_map, one | one/MPI | empty shard_map | (one - empty)/MPI | looped | looped/MPI |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  run 2 "$build/bench/bench_shard_map_collectives" |
+    awk '{ printf "| %s | %s | %s s | %s s | **%s** | %s s | %s | %s s (%s per shard_map) | %s |\n", $1, $2, $4, $5, $6, $7, $8, $9, $11, $10 }'
+fi
+
+if [[ " $tables " == *" 3 "* ]]; then
+  echo
+  echo "examples/mpi/training.cpp's step on 8 devices, seconds per step (slowest process, median of 5)"
+  echo
+  r18=$(run 1 "$build/bench/bench_training_step" 8)
+  r24=$(run 2 "$build/bench/bench_training_step" 4)
+  echo "| 1 process x 8 devices | 2 processes x 4 devices | 2x4 / 1x8 | collectives per step |"
+  echo "|---|---|---|---|"
+  echo "$r18 $r24" | awk '{ printf "| %s s | %s s | **%.2f** | %s, %s |\n", $4, $9, $9 / $4, $5, $10 }'
+fi
+
 echo
-echo "| operation | bytes per process | processes | tessera | MPI | tessera/MPI |"
-echo "|---|---|---|---|---|---|"
-for np in ${NPS:-2}; do
-  OMPI_MCA_mpi_yield_when_idle=1 mpirun "${flags[@]}" -np "$np" "$build/bench/bench_process_allgather" |
-    awk '{ printf "| %s | %s | %s | %s s | %s s | %s |\n", $1, $2, $3, $4, $5, $6 }'
-done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

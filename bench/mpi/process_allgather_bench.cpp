@@ -12,7 +12,6 @@
 // result is a fresh array.
 #include <tessera/distributed.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -21,32 +20,9 @@
 
 #include <tessera/tessera.hpp>
 
-namespace {
+#include "mpi_timing.hpp"
 
-/// Seconds per call, the slowest process's, after a warm-up; repetitions grow to min_seconds.
-template <class Call>
-double per_call(MPI_Comm comm, Call call, double min_seconds) {
-  for (int i = 0; i < 3; ++i) call();
-  for (int reps = 4;; reps *= 2) {
-    MPI_Barrier(comm);
-    double const t0 = MPI_Wtime();
-    for (int i = 0; i < reps; ++i) call();
-    double local = MPI_Wtime() - t0, slowest = 0;
-    MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
-    if (slowest >= min_seconds) return slowest / reps;
-  }
-}
-
-/// The median of a few timings: the machine is shared with the other processes.
-template <class Call>
-double median_per_call(MPI_Comm comm, Call call) {
-  std::vector<double> t;
-  for (int i = 0; i < 5; ++i) t.push_back(per_call(comm, call, 0.2));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using tessera_bench::median_per_call;
 
 int main(int argc, char** argv) {
   tessera::distributed::runtime rt{argc, argv, 1};
