@@ -168,6 +168,11 @@ class device_pool {
   /// Why device threads may not call gather_bytes (MPI granted less than
   /// MPI_THREAD_SERIALIZED), or empty.
   std::string gather_refusal;
+  /// Buffers a shard_map across processes keeps for the next one (parallel/across_processes.hpp),
+  /// so that each call does not allocate and fault in its exchange buffers again.
+  std::shared_ptr<void> exchange_scratch;
+  /// Guards exchange_scratch (host threads may run shard_maps on one pool at once).
+  std::mutex exchange_scratch_mutex;
   /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
   /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
   /// `recv[r]`, sized by the caller to what process r sends it; the processes first compare
