@@ -29,7 +29,7 @@
 // Differences from seed 004: 256 x 256 normal samples instead of 1024 x 1024 ones (a wrong block
 // shows), as in the single-process example. The 2-D mesh is devices[:4], as in the seed: on 2 x 4
 // it lies on process 0 alone (process 1 holds no block of strategy 5's arrays and takes part only in
-// gathering them; see global_value below), on 4 x 2 on processes 0 and 1. Differences from the
+// gathering them: process_allgather gives every process the global value), on 4 x 2 on processes 0 and 1. Differences from the
 // single-process example: the two process_allgather lines; results read with process_allgather;
 // visualize_array_sharding without colours (mpirun gives its processes a terminal for stdout).
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
@@ -70,25 +70,6 @@ xt::xtensor<float, 2> host_matmul(xt::xtensor<float, 2> const& a, xt::xtensor<fl
 
 bool all_ok = true;
 bool printer = false;
-int process_index = 0;
-int process_count = 1;
-int local_devices = devices;
-
-// The global value of a result, on every process: process_allgather(x, tiled). One case by hand: an
-// array whose blocks all lie on one process's devices (strategy 5's results, on mesh_2d =
-// devices[:4], under 2 x 4) is fully addressable on that process and on no other, and
-// process_allgather(x) would gather host data there and a global array on the others, which do not
-// match (the job ends; as in JAX, which also takes the path from is_fully_addressable). So that
-// process sends it whole as host data, and the others send no rows (tiled: concatenated).
-template <class A>
-xt::xarray<float> global_value(A const& x) {
-  auto const& ids = x.sharding().device_ids();
-  int const holder = ids.front() / local_devices;  // every process has local_devices devices
-  bool const one_process = std::all_of(ids.begin(), ids.end(), [&](int d) { return d / local_devices == holder; });
-  if (process_count == 1 || !one_process) return tessera::process_allgather(x, /*tiled=*/true);
-  if (process_index == holder) return tessera::process_allgather(tessera::to_host(x), /*tiled=*/true);
-  return tessera::process_allgather(xt::xtensor<float, 2>::from_shape({0, x.shape()[1]}), /*tiled=*/true);
-}
 
 // Process 0 prints.
 void say(std::string const& text) {
@@ -107,7 +88,7 @@ void strategy(std::string const& name, E const& c, Run const& run, xt::xtensor<f
   tessera::collective_counter counter;
   auto const result = run();
   auto const events = counter.events();
-  auto const host = global_value(result);
+  auto const host = tessera::process_allgather(result, /*tiled=*/true);  // its global value, on every process
   bool const value_ok = host.dimension() == 2 && host.shape()[0] == n && host.shape()[1] == n &&
                         xt::amax(xt::abs(host - expected))() < tolerance;
   bool const plan_ok = events == plan.collectives && tessera::typeof(result) == plan.result;
@@ -141,10 +122,7 @@ int main(int argc, char** argv) {
                    rt.process_count(), local);
     return 2;
   }
-  process_index = rt.process_index();
-  process_count = rt.process_count();
-  local_devices = rt.local_device_count();
-  printer = process_index == 0;
+  printer = rt.process_index() == 0;
 
   // The same matrices on every process (the same keys): device_put gives each process's devices
   // their blocks from its own copy.
