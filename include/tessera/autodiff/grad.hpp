@@ -151,6 +151,13 @@ decltype(auto) wrap(std::shared_ptr<tape> const& t, Arg const& arg) {
   else return (arg);
 }
 
+/// The function's scalar: its result, or the first of (value, aux) under has_aux.
+template <bool HasAux, class O>
+auto const& loss_of(O const& out) {
+  if constexpr (HasAux) return std::get<0>(out);
+  else return out;
+}
+
 /// grad's body once the arguments are checked: the forward pass, the backward pass from the
 /// scalar result, and the gradients of the arguments Argnums.
 template <bool HasAux, bool WantValue, std::size_t... Argnums, class F, class... Args>
@@ -161,10 +168,7 @@ auto grad_of_scalar(F const& f, Args const&... args) {
     return std::tuple<decltype(wrap<I, Argnums...>(t, std::get<I>(all)))...>(wrap<I, Argnums...>(t, std::get<I>(all))...);
   }(std::index_sequence_for<Args...>{});
   auto out = std::apply(f, wrapped);
-  auto const& loss = [&]() -> auto const& {
-    if constexpr (HasAux) return std::get<0>(out);
-    else return out;
-  }();
+  auto const& loss = loss_of<HasAux>(out);
   using L = std::remove_cvref_t<decltype(loss)>;
   constexpr bool scalar = [] {
     if constexpr (traced_value<L>) return L::rank == 0;
@@ -308,10 +312,7 @@ auto local_grad_of_scalar(F const& f, Args const&... args) {
     }(std::integral_constant<std::size_t, I>{})...);
   }(std::index_sequence_for<Args...>{});
   auto out = std::apply(f, wrapped);
-  auto const& loss = [&]() -> auto const& {
-    if constexpr (HasAux) return std::get<0>(out);
-    else return out;
-  }();
+  auto const& loss = loss_of<HasAux>(out);
   using L = std::remove_cvref_t<decltype(loss)>;
   constexpr bool scalar = [] {
     if constexpr (local_traced<L>) return L::rank == 0;
