@@ -80,6 +80,7 @@ class runtime {
     local_.pool().agree = nullptr;
     local_.pool().exchange = nullptr;
     local_.pool().gather_bytes = nullptr;
+    local_.pool().collective_between_processes = nullptr;
     local_.pool().process_groups = nullptr;
     for (auto& g : groups_) MPI_Comm_free(&g.comm);
     local_.pool().abort_processes = nullptr;
@@ -107,6 +108,27 @@ class runtime {
   MPI_Comm communicator() const { return env_.comm(); }
   /// For tessera's cross-process calls.
   detail::mpi_environment const& environment() const { return env_; }
+
+  /// jax.config.update("jax_enable_checks", on), for collectives between processes: when on, the
+  /// processes compare a signature of every collective of a shard_map (what it is, its axes and
+  /// size) before moving its data, and again at the end of the body, so processes in different
+  /// collectives all throw collective_mismatch. When off, a shard_map makes only the MPI calls of
+  /// its collectives, as JAX and MPI do, and a mismatch between processes is a wrong program whose
+  /// behaviour is undefined: it may hang, or read one collective's bytes as another's. On by
+  /// default in builds without NDEBUG, off with it. Every process must set the same, between
+  /// shard_maps, since it decides which MPI calls they make.
+  void set_checked_collectives(bool on) { local_.pool().checked_collectives.store(on); }
+  /// Whether collectives between processes are checked (set_checked_collectives).
+  bool checked_collectives() const { return local_.pool().checked_collectives.load(); }
+  /// XLA's --xla_gpu_deterministic_ops, for sums between processes: when on, psum, pmean and
+  /// psum_scatter give the same bits as on one process (the members' inputs are all-gathered and
+  /// added in rank order); when off (the default) they are MPI_Allreduce and
+  /// MPI_Reduce_scatter_block, which add in MPI's order: the same bits where two devices take
+  /// part, otherwise within rounding (a relative 1e-6 for float32 on a few devices). Every
+  /// process must set the same.
+  void set_deterministic_collectives(bool on) { local_.pool().deterministic_collectives.store(on); }
+  /// Whether sums between processes keep the single-process order (set_deterministic_collectives).
+  bool deterministic_collectives() const { return local_.pool().deterministic_collectives.load(); }
 
  private:
   runtime(int* argc, char*** argv, int local_devices)
@@ -147,6 +169,28 @@ class runtime {
           detail::mpi_allgatherv_into(g.comm, g.rank, mine, counts, out);
         }
       };
+      // The same collectives as the MPI call a user would write, over the group's communicator.
+      local_.pool().collective_between_processes = [this](detail::device_pool::process_collective const& c) {
+        env_.check_caller("a shard_map collective across processes");
+        std::lock_guard lock(env_.call_mutex());
+        MPI_Comm const comm = c.group == 0 ? env_.comm() : groups_.at(c.group - 1).comm;
+        using kind = detail::device_pool::process_collective::kind;
+        if (c.what == kind::all_to_all) {
+          detail::mpi_alltoall_rounds(comm, c.send, c.recv, c.count);
+          return;
+        }
+        MPI_Datatype const type = detail::mpi_type_of(c.dtype);
+        if (type == MPI_DATATYPE_NULL) throw std::logic_error("tessera: no MPI type for a collective's elements");
+        MPI_Op const op = c.op == 1 ? MPI_MAX : c.op == 2 ? MPI_MIN : MPI_SUM;
+        std::size_t const elem = c.dtype & 0xFFu;
+        if (c.what == kind::all_reduce) detail::mpi_allreduce_rounds(comm, c.send, c.recv, c.count, elem, type, op);
+        else detail::mpi_reduce_scatter_rounds(comm, c.send, c.recv, c.count, elem, type, op);
+      };
+#ifdef NDEBUG
+      local_.pool().checked_collectives.store(false);
+#else
+      local_.pool().checked_collectives.store(true);
+#endif
       // One communicator per group of processes that a mesh's collectives over some axes
       // involve, made once per mesh (MPI_Comm_split, every process together).
       local_.pool().process_groups = [this](std::vector<std::uint64_t> const& mesh, std::vector<int> const& colors) {

@@ -3,12 +3,17 @@
 // collective's result, gathered with process_allgather, is compared with what each process
 // computes itself from the global host input with plain xtensor; grad through a shard_map
 // across processes with the global-view gradient; collective_counter in every process; and
-// processes in different collectives throw collective_mismatch in every process.
+// processes in different collectives throw collective_mismatch in every process (checked mode).
+// The collectives also run unchecked, in int32 on meshes in process order (MPI's own calls) and
+// interleaved (the gathered path), and with MPI's calls cut into rounds of a few bytes.
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -169,7 +174,146 @@ void check_grad(std::size_t n) {
   EXPECT(close(tessera::process_allgather(g, true), tessera::process_allgather(global, true), 1e-12));
 }
 
-void check_mismatch(tessera::distributed::runtime const& rt, std::size_t n) {
+/// psum, pmax, pmin, pmean, all_gather, psum_scatter and all_to_all on a 1-D mesh "d" of
+/// `ids` (global device ids in mesh order), in int32 so that any order of the sums gives the
+/// same bits: every result equals plain xtensor's. In process order the collectives are MPI's
+/// own calls (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall, after the
+/// process's devices combine or pack their inputs); with the processes interleaved they take
+/// the gathered path.
+void check_layout(std::vector<int> const& ids, char const* layout) {
+  using I = std::int32_t;
+  std::size_t const n = ids.size();
+  auto const mesh = tessera::make_mesh<"d">({static_cast<int>(n)}, ids);
+  std::size_t const b = 2 * n, cols = 2 * n;  // each device's block: (b, cols)
+  xt::xtensor<I, 2> host = xt::zeros<I>({n * b, cols});
+  for (std::size_t i = 0; i < n * b; ++i)
+    for (std::size_t j = 0; j < cols; ++j) host(i, j) = static_cast<I>(7 * i + 3 * j) - 50;
+  auto const x = tessera::device_put(host, tessera::named_sharding(mesh, P<"d", none>{}));
+  auto block = [&](std::size_t d) { return xt::xtensor<I, 2>(xt::view(host, xt::range(d * b, d * b + b), xt::all())); };
+  xt::xtensor<I, 2> sum = xt::zeros<I>({b, cols}), big = block(0), small = block(0);
+  for (std::size_t d = 0; d < n; ++d) {
+    sum += block(d);
+    big = xt::maximum(big, block(d));
+    small = xt::minimum(small, block(d));
+  }
+  auto report = [&](bool ok, char const* what) {
+    if (!ok) {
+      ++failures;
+      std::fprintf(stderr, "process %d: %s layout: %s differs from xtensor's\n", me, layout, what);
+    }
+  };
+  auto const in = tessera::in_specs(P<"d", none>{});
+  auto run = [&](auto body, auto out) { return tessera::process_allgather(tessera::shard_map(body, mesh, in, out)(x), true); };
+  report(run([](auto const& v) { return tessera::psum<"d">(v); }, tessera::out_specs(P<>{})) == sum, "psum");
+  report(run([](auto const& v) { return tessera::pmax<"d">(v); }, tessera::out_specs(P<>{})) == big, "pmax");
+  report(run([](auto const& v) { return tessera::pmin<"d">(v); }, tessera::out_specs(P<>{})) == small, "pmin");
+  report(close(run([](auto const& v) { return tessera::pmean<"d">(v); }, tessera::out_specs(P<>{})),
+               xt::xtensor<double, 2>(xt::cast<double>(sum) / static_cast<double>(n))),
+         "pmean");
+  // all_gather along rows (the inputs one after the other: MPI_Allgather into the result), along
+  // columns (interleaved: the gathered path), and stacked.
+  report(run([](auto const& v) { return tessera::all_gather<"d">(v, 0, tessera::tiled); }, tessera::out_specs(P<>{})) ==
+             host,
+         "all_gather along rows");
+  xt::xtensor<I, 2> by_cols = xt::zeros<I>({b, n * cols});
+  for (std::size_t d = 0; d < n; ++d) xt::view(by_cols, xt::all(), xt::range(d * cols, d * cols + cols)) = block(d);
+  report(run([](auto const& v) { return tessera::all_gather<"d">(v, 1, tessera::tiled); }, tessera::out_specs(P<>{})) ==
+             by_cols,
+         "all_gather along columns");
+  auto const stacked = run([](auto const& v) { return tessera::all_gather<"d">(v, 0); }, tessera::out_specs(P<>{}));
+  report(stacked.size() == host.size() && std::equal(stacked.begin(), stacked.end(), host.begin()), "all_gather stacked");
+  // psum_scatter: device r keeps the r-th of n chunks of the sum, along rows or columns; laid
+  // out along that dimension again, the chunks are the sum.
+  report(run([](auto const& v) { return tessera::psum_scatter<"d">(v, 0, tessera::tiled); },
+             tessera::out_specs(P<"d", none>{})) == sum,
+         "psum_scatter along rows");
+  report(run([](auto const& v) { return tessera::psum_scatter<"d">(v, 1, tessera::tiled); },
+             tessera::out_specs(P<none, "d">{})) == sum,
+         "psum_scatter along columns");
+  // all_to_all: split rows, concatenate columns; split columns, concatenate rows; rows both.
+  std::size_t const rp = b / n, cp = cols / n;
+  xt::xtensor<I, 2> rows_cols = xt::zeros<I>({b, n * cols}), rows_rows = xt::zeros<I>({n * b, cols});
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t i = 0; i < rp; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          rows_cols(d * rp + i, s * cols + j) = host(s * b + d * rp + i, j);
+          rows_rows(d * b + s * rp + i, j) = host(s * b + d * rp + i, j);
+        }
+  report(run([](auto const& v) { return tessera::all_to_all<"d">(v, 0, 1, tessera::tiled); },
+             tessera::out_specs(P<"d", none>{})) == rows_cols,
+         "all_to_all rows to columns");
+  report(run([](auto const& v) { return tessera::all_to_all<"d">(v, 1, 0, tessera::tiled); },
+             tessera::out_specs(P<none, "d">{})) == host,
+         "all_to_all columns to rows");
+  report(run([](auto const& v) { return tessera::all_to_all<"d">(v, 0, 0, tessera::tiled); },
+             tessera::out_specs(P<"d", none>{})) == rows_rows,
+         "all_to_all rows to rows");
+  (void)cp;
+}
+
+/// The layouts of check_layout: process order, the processes interleaved, and process order
+/// again with MPI's calls cut into rounds of a few bytes (as counts over 2^31 are).
+void check_layouts(tessera::distributed::runtime const& rt) {
+  std::size_t const n = static_cast<std::size_t>(rt.device_count());
+  std::size_t const procs = static_cast<std::size_t>(rt.process_count()), k = n / procs;
+  std::vector<int> in_order(n), interleaved(n);
+  for (std::size_t q = 0; q < n; ++q) {
+    in_order[q] = static_cast<int>(q);
+    interleaved[q] = static_cast<int>((q % procs) * k + q / procs);
+  }
+  check_layout(in_order, "process-order");
+  check_layout(interleaved, "interleaved");
+  auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
+  tessera::detail::mpi_max_bytes_per_call.store(20);
+  check_layout(in_order, "process-order, 20-byte rounds,");
+  tessera::detail::mpi_max_bytes_per_call.store(keep);
+}
+
+/// psum of float32 over every device: within rounding of the sum in rank order by default (MPI
+/// adds in its own order), and the same bits in deterministic mode (as on one process).
+void check_float_sums(tessera::distributed::runtime& rt) {
+  std::size_t const n = static_cast<std::size_t>(rt.device_count());
+  auto const mesh = tessera::make_mesh<"d">({static_cast<int>(n)});
+  std::size_t const b = 3, cols = 5;
+  xt::xtensor<float, 2> host = xt::zeros<float>({n * b, cols});
+  for (std::size_t i = 0; i < n * b; ++i)
+    for (std::size_t j = 0; j < cols; ++j) host(i, j) = std::sin(0.37f * static_cast<float>(i * cols + j)) * 1000.0f;
+  auto const x = tessera::device_put(host, tessera::named_sharding(mesh, P<"d", none>{}));
+  xt::xtensor<float, 2> in_rank_order = xt::view(host, xt::range(0, b), xt::all());
+  xt::xtensor<double, 2> magnitude = xt::abs(xt::cast<double>(in_rank_order));
+  for (std::size_t d = 1; d < n; ++d) {
+    in_rank_order += xt::view(host, xt::range(d * b, d * b + b), xt::all());
+    magnitude += xt::abs(xt::cast<double>(xt::view(host, xt::range(d * b, d * b + b), xt::all())));
+  }
+  auto const ps = tessera::shard_map([](auto const& v) { return tessera::psum<"d">(v); }, mesh,
+                                     tessera::in_specs(P<"d", none>{}), tessera::out_specs(P<>{}));
+  // Any order of n additions is within (n - 1) eps sum |x| of the exact sum, so two orders are
+  // within twice that of each other (docs/across-processes.md states this tolerance).
+  auto const got = tessera::process_allgather(ps(x), true);
+  double const eps = static_cast<double>(std::numeric_limits<float>::epsilon());
+  bool within = got.size() == in_rank_order.size();
+  for (std::size_t i = 0; within && i < b; ++i)
+    for (std::size_t j = 0; j < cols; ++j)
+      within = within && std::abs(static_cast<double>(got(i, j)) - static_cast<double>(in_rank_order(i, j))) <=
+                             2.0 * static_cast<double>(n - 1) * eps * magnitude(i, j);
+  EXPECT(within);
+  if (rt.process_count() == 2 && n == 2) EXPECT(got == in_rank_order);  // a + b: MPI's bits are the same
+  EXPECT(!rt.deterministic_collectives());
+  rt.set_deterministic_collectives(true);
+  EXPECT(tessera::process_allgather(ps(x), true) == in_rank_order);
+  rt.set_deterministic_collectives(false);
+}
+
+void check_mismatch(tessera::distributed::runtime& rt, std::size_t n) {
+  // Checked mode (the default without NDEBUG) turns a mismatch into an error everywhere.
+  bool const was_checked = rt.checked_collectives();
+#ifdef NDEBUG
+  EXPECT(!was_checked);
+#else
+  EXPECT(was_checked);
+#endif
+  rt.set_checked_collectives(true);
   auto const mesh = tessera::make_mesh<"data">({static_cast<int>(n)});
   auto const x = tessera::device_put(input(n, 3), tessera::named_sharding(mesh, P<"data", none>{}));
   bool const odd = rt.process_index() == rt.process_count() - 1;
@@ -205,6 +349,7 @@ void check_mismatch(tessera::distributed::runtime const& rt, std::size_t n) {
   auto const ps = tessera::shard_map([](auto const& v) { return tessera::psum<"data">(v); }, mesh,
                                      tessera::in_specs(P<"data", none>{}), tessera::out_specs(P<>{}));
   EXPECT(tessera::process_allgather(ps(x), true).size() == 3);
+  rt.set_checked_collectives(was_checked);
 }
 
 }  // namespace
@@ -220,7 +365,14 @@ int main(int argc, char** argv) {
     check_collectives(n);
     check_subgroups(n);
     check_grad(n);
+    check_layouts(rt);
+    check_float_sums(rt);
     if (size > 1) check_mismatch(rt, n);
+    // The same collectives unchecked (the default with NDEBUG) and checked.
+    rt.set_checked_collectives(!rt.checked_collectives());
+    check_collectives(n);
+    check_layouts(rt);
+    rt.set_checked_collectives(!rt.checked_collectives());
     int const mine = failures;
     MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, rt.communicator());
   }

@@ -1,31 +1,47 @@
 #pragma once
 // The collectives of a shard_map whose mesh spans processes (tessera/distributed.hpp), in two
 // levels: this process's devices meet at a barrier over shared memory as always, then one of
-// them makes the process's one exchange with the others (an MPI all-gather of every device's
-// input, through the hook the distributed runtime sets on the device pool), and every device
-// computes its result from the members' inputs with the same loops as within a process
+// them makes the process's one MPI call for the collective (through the hooks the distributed
+// runtime sets on the device pool), and every device takes its result from it.
+//
+// Where the mesh's groups along the collective's axes are whole processes (every process holds
+// the same number L of a group's devices, as consecutive ranks, in process order: a 1-D mesh of
+// every device, or the rows of one over processes), the MPI call is the one a user would write,
+// over the group's communicator: psum and pmean MPI_Allreduce (after the L local inputs are
+// summed over shared memory), pmax and pmin MPI_Allreduce with MPI_MAX and MPI_MIN, all_gather
+// MPI_Allgather straight into the result, psum_scatter MPI_Reduce_scatter_block, all_to_all
+// MPI_Alltoall of each process's pieces for the other. Elsewhere (other layouts, ppermute,
+// element types MPI cannot add, and sums in deterministic mode) every member's input is
+// all-gathered and every device computes its result with the same loops as within a process
 // (runtime/collectives.hpp), so the bits are the same as on one process.
 //
-// Before the data, the processes exchange each device's signature of the collective (a hash of
-// what it is and its size): devices in different collectives, or a different number of them,
-// throw collective_mismatch in every process instead of waiting for each other.
+// In checked mode (distributed::runtime::set_checked_collectives; on without NDEBUG), the
+// processes first exchange each collective's signature (a hash of what it is and its size):
+// devices in different collectives, or a different number of them, throw collective_mismatch
+// in every process instead of waiting for each other. Unchecked, that exchange is not made.
 //
 // MPI is called from a device thread here (one per process at a time), so the distributed
 // runtime asks MPI for MPI_THREAD_SERIALIZED.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "tessera/core/slice.hpp"
 #include "tessera/parallel/spmd_context.hpp"
+#include "tessera/runtime/collectives.hpp"
+#include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/device_pool.hpp"
 #include "tessera/runtime/fnv1a.hpp"
 #include "tessera/runtime/mesh_group.hpp"
@@ -38,6 +54,7 @@ struct process_contribution {
   std::uint64_t hash = 0;
   void const* data = nullptr;
   std::size_t bytes = 0;
+  void* out = nullptr;  // its result (the MPI-mapped collectives)
 };
 
 /// The processes a collective over some mesh axes involves, from this process's side: those
@@ -46,6 +63,12 @@ struct process_group {
   std::vector<std::size_t> members;  // processes, ascending (this one included)
   std::size_t handle = 0;            // for device_pool::gather_bytes (0: every process)
   bool local = false;                // only this process: no MPI at all
+  // Where every group along these axes is whole processes, each holding `per_process` of its
+  // devices as consecutive ranks in its own device order, the processes in rank order: the
+  // layout MPI's collectives take (0 otherwise). Then this process's devices are one group's
+  // ranks [rank * per_process, + per_process), `rank` being this process's in the communicator.
+  std::size_t per_process = 0;
+  std::size_t rank = 0;
 };
 
 /// Bytes that are written before they are read, so never zero-filled (a std::vector's resize
@@ -97,6 +120,8 @@ struct process_run {
   }
   std::exception_ptr error;                   // of the last exchange, for every local device
   bool mismatch = false;                      // that error was a collective_mismatch (thrown everywhere)
+  bool checked = true;                        // signatures compared between processes (set_checked_collectives)
+  bool deterministic = false;                 // sums in rank order (set_deterministic_collectives)
 };
 
 /// The state of a shard_map over mesh devices `ids` (axis sizes `sizes`), `local` of them in this
@@ -110,6 +135,8 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
         "tessera::distributed::runtime in every process (tessera/distributed.hpp)");
   process_run r;
   r.pool = &pool;
+  r.checked = pool.checked_collectives.load();
+  r.deterministic = pool.deterministic_collectives.load();
   std::size_t const procs = static_cast<std::size_t>(pool.process_count());
   r.per_process.assign(procs, 0);
   r.process_of.resize(ids.size());
@@ -150,9 +177,20 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
     std::vector<std::size_t> axes;
     for (std::size_t a = 0; a < rank; ++a)
       if ((m >> a) & 1u) axes.push_back(a);
-    for (std::size_t q = 0; q < ids.size(); ++q)
-      for (std::size_t member : group_along(q, sizes, axes).members)
-        sets[r.process_of[q]] |= std::uint64_t{1} << r.process_of[member];
+    // Whether the groups are whole processes in MPI's layout (process_group::per_process).
+    std::size_t const run = r.per_process[0];
+    bool whole = true;
+    for (std::size_t p = 0; p < procs; ++p) whole = whole && r.per_process[p] == run;
+    for (std::size_t q = 0; q < ids.size(); ++q) {
+      auto const members = group_along(q, sizes, axes).members;
+      for (std::size_t member : members) sets[r.process_of[q]] |= std::uint64_t{1} << r.process_of[member];
+      whole = whole && members.size() % run == 0;
+      for (std::size_t j = 0; whole && j < members.size(); ++j) {
+        std::size_t const first = members[j - j % run];
+        whole = r.process_of[members[j]] == r.process_of[first] && r.index_in_process[members[j]] == j % run &&
+                (j < run || j % run != 0 || r.process_of[first] > r.process_of[members[j - run]]);
+      }
+    }
     bool singletons = true;
     for (std::size_t p = 0; p < procs && ok; ++p) {
       singletons = singletons && sets[p] == (std::uint64_t{1} << p);
@@ -168,11 +206,18 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
       if ((sets[r.process] >> q) & 1u) g.members.push_back(q);
     g.local = singletons;
     if (!singletons) colors[m] = static_cast<int>(g.members.front());
+    if (whole && !singletons) {
+      g.per_process = run;
+      g.rank = static_cast<std::size_t>(std::find(g.members.begin(), g.members.end(), r.process) - g.members.begin());
+    }
   }
   std::vector<std::uint64_t> key(sizes.begin(), sizes.end());
   for (int d : ids) key.push_back(static_cast<std::uint64_t>(d));
   std::vector<std::size_t> const handles = pool.process_groups(key, colors);
-  for (std::size_t m = 0; m < masks; ++m) r.groups[m].handle = handles[m];
+  for (std::size_t m = 0; m < masks; ++m) {
+    r.groups[m].handle = handles[m];
+    if (!pool.collective_between_processes) r.groups[m].per_process = 0;  // only the gathered path
+  }
   return r;
 }
 
@@ -182,21 +227,36 @@ inline std::uint64_t signature_hash(op_signature const& s) {
   return fnv1a(fields, sizeof(fields));
 }
 
-/// The first device's part: every device's signature in the processes of the collective's
-/// group, then their inputs.
-inline void exchange_contributions(process_run& r, op_signature const& sig) {
-  std::size_t const local = r.mine.size();
+inline std::string describe_collective(op_signature const& sig) {
+  return sig.describe ? sig.describe(sig) : std::string("a collective");
+}
+
+/// The processes a collective over sig's axes involves.
+inline process_group const& group_for(process_run const& r, op_signature const& sig) {
+  return sig.axes < r.groups.size() ? r.groups[sig.axes] : r.groups[0];
+}
+
+/// Whether this process's devices (their published signatures) are in the same collective.
+inline bool local_devices_agree(process_run const& r) {
+  for (std::size_t i = 1; i < r.mine.size(); ++i)
+    if (r.mine[i].hash != r.mine[0].hash || r.mine[i].bytes != r.mine[0].bytes) return false;
+  return true;
+}
+
+[[noreturn]] inline void throw_local_mismatch(op_signature const& sig) {
+  throw collective_mismatch("tessera::shard_map across processes: this process's devices are not in the same "
+                            "collective (" + describe_collective(sig) + ")");
+}
+
+/// Checked mode's exchange before a collective (the first device's part): every process's
+/// signature and size, over every process whatever the group, so that a process in another
+/// collective, or one that has returned, meets it instead of leaving the others waiting; the
+/// same everywhere, or all of them throw collective_mismatch. A process whose own devices
+/// disagree says so with a signature no collective has (0), so the others throw too.
+inline void compare_signatures(process_run& r, op_signature const& sig) {
   std::size_t const procs = r.per_process.size();
-  std::uint64_t const mask = sig.axes;
-  process_group const& g = mask < r.groups.size() ? r.groups[mask] : r.groups[0];
-  std::size_t const bytes = local == 0 ? 0 : r.mine[0].bytes;
-  bool local_ok = true;
-  for (std::size_t i = 1; i < local; ++i) local_ok = local_ok && r.mine[i].hash == r.mine[0].hash && r.mine[i].bytes == bytes;
-  // 1. The signatures and sizes, over every process (whatever the group: a process that is in
-  // another collective, or has returned, then meets this exchange, never a hang): the same
-  // everywhere, or all of them throw. A process whose own devices disagree says so with a
-  // signature no collective has (0), so the others throw too.
-  std::uint64_t const head[2] = {local_ok ? r.mine[0].hash : 0, bytes};
+  bool const local_ok = local_devices_agree(r);
+  std::uint64_t const head[2] = {local_ok ? r.mine[0].hash : 0, r.mine.empty() ? 0 : r.mine[0].bytes};
   std::vector<std::uint64_t> counts(procs, 2 * sizeof(std::uint64_t));
   std::vector<std::uint64_t> heads(2 * procs);
   r.pool->gather_bytes(0, std::span<std::byte const>(reinterpret_cast<std::byte const*>(head), sizeof(head)), counts,
@@ -207,8 +267,7 @@ inline void exchange_contributions(process_run& r, op_signature const& sig) {
       throw collective_mismatch(
           "tessera::shard_map across processes: the devices are not in the same collective: this process's "
           "devices are in " +
-          (sig.describe ? sig.describe(sig) : std::string("a collective")) + ", and process " + std::to_string(p) +
-          "'s " +
+          describe_collective(sig) + ", and process " + std::to_string(p) + "'s " +
           (heads[2 * p + 1] != head[1] ? "give " + std::to_string(heads[2 * p + 1]) + " bytes against " +
                                              std::to_string(head[1])
                                        : "are in another one (or have returned)") +
@@ -216,9 +275,18 @@ inline void exchange_contributions(process_run& r, op_signature const& sig) {
     }
   if (!local_ok) {
     r.mismatch = true;
-    throw collective_mismatch("tessera::shard_map across processes: this process's devices are not in the same "
-                              "collective (" + (sig.describe ? sig.describe(sig) : std::string("a collective")) + ")");
+    throw_local_mismatch(sig);
   }
+}
+
+/// The gathered path (the first device's part): the inputs of the group's processes (its own
+/// communicator, made once per mesh), every device's in mesh order within its process, the
+/// processes in order.
+inline void gather_contributions(process_run& r, op_signature const& sig) {
+  std::size_t const local = r.mine.size();
+  std::size_t const procs = r.per_process.size();
+  process_group const& g = group_for(r, sig);
+  std::size_t const bytes = local == 0 ? 0 : r.mine[0].bytes;
   // This process's inputs, contiguous: one device's input as it is, several packed.
   std::byte const* send = static_cast<std::byte const*>(local == 1 ? r.mine[0].data : nullptr);
   if (local != 1) {
@@ -232,9 +300,7 @@ inline void exchange_contributions(process_run& r, op_signature const& sig) {
     r.gathered = send;
     return;
   }
-  // 2. The inputs of the group's processes (its own communicator, made once per mesh), every
-  // device's in mesh order within its process, the processes in order.
-  counts.resize(g.members.size());
+  std::vector<std::uint64_t> counts(g.members.size());
   std::size_t total = 0;
   for (std::size_t j = 0; j < g.members.size(); ++j) {
     counts[j] = r.per_process[g.members[j]] * bytes;
@@ -247,19 +313,24 @@ inline void exchange_contributions(process_run& r, op_signature const& sig) {
 }
 
 /// The inputs of every member of group g, in rank order, for the collective `sig` this device
-/// (frame f) is in with `in` (bytes of it). Every local device calls it at once.
+/// (frame f) is in with `in` (bytes of it): the gathered path. Every local device calls it at once.
 template <class T>
 std::vector<T const*> inputs_across_processes(spmd_frame& f, group const& g, op_signature const& sig, T const* in,
                                               std::size_t count) {
   process_run& r = *f.xp;
+  // Unchecked, the end of the body has nothing to compare between processes (the local devices
+  // have met at the end already) and no data.
+  if (sig.kind == 0 && !r.checked) return std::vector<T const*>(g.size(), nullptr);
   std::size_t const i = f.team_pos;
-  r.mine[i] = process_contribution{signature_hash(sig), in, count * sizeof(T)};
+  r.mine[i] = process_contribution{signature_hash(sig), in, count * sizeof(T), nullptr};
   f.t->arrive_and_wait(i);  // every local device has published its input
   if (i == 0) {
     r.error = nullptr;
     r.mismatch = false;
     try {
-      exchange_contributions(r, sig);
+      if (r.checked) compare_signatures(r, sig);
+      else if (!local_devices_agree(r)) throw_local_mismatch(sig);
+      gather_contributions(r, sig);
     } catch (...) {
       r.error = std::current_exception();
     }
@@ -273,6 +344,255 @@ std::vector<T const*> inputs_across_processes(spmd_frame& f, group const& g, op_
                                         r.index_in_process[q] * count * sizeof(T));
   }
   return out;
+}
+
+/// Element types MPI adds, compares and sends as themselves (tessera's dtype codes of them are
+/// mapped to MPI's types by the distributed runtime); others take the gathered path.
+template <class T>
+inline constexpr bool mpi_reducible =
+    (std::is_same_v<T, float> || std::is_same_v<T, double> || (std::is_integral_v<T> && !std::is_same_v<T, bool>)) &&
+    sizeof(T) <= 8;
+
+/// A collective mapped onto one MPI call per process (process_group::per_process != 0): every
+/// local device publishes its input and output; the first device makes `setup` (sizing shared
+/// buffers) and, in checked mode, compares signatures; each device makes `prepare` (its part of
+/// the local work before the MPI call: a sum or a packing over shared memory); the first device
+/// makes `call`; each device makes `finish`. With one device per process there is no barrier.
+template <class Setup, class Prepare, class Call, class Finish>
+void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::size_t bytes, void* out, Setup&& setup,
+                Prepare&& prepare, Call&& call, Finish&& finish) {
+  process_run& r = *f.xp;
+  std::size_t const i = f.team_pos;
+  bool const many = r.mine.size() > 1;
+  r.mine[i] = process_contribution{signature_hash(sig), in, bytes, out};
+  if (many) f.t->arrive_and_wait(i);  // every local device has published (and left the last collective's buffers)
+  if (i == 0) {
+    r.error = nullptr;
+    r.mismatch = false;
+    try {
+      if (r.checked) compare_signatures(r, sig);
+      setup();
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  }
+  if (many) f.t->arrive_and_wait(i);
+  if (r.error) std::rethrow_exception(r.error);
+  // Unchecked, each device sees the same published signatures: all throw, or none.
+  if (!r.checked && !local_devices_agree(r)) throw_local_mismatch(sig);
+  prepare(i);
+  if (many) f.t->arrive_and_wait(i);
+  if (i == 0) {
+    try {
+      call();
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  }
+  if (many) f.t->arrive_and_wait(i);
+  if (r.error) std::rethrow_exception(r.error);
+  finish(i);
+  if (many) f.t->arrive_and_wait(i);  // the first device's output and the shared buffers were read
+}
+
+inline constexpr auto no_step = [](auto&&...) {};
+
+/// psum, pmean, pmax, pmin of `count` elements between processes: MPI_Allreduce of the sum of
+/// this process's inputs (written into its first device's output), or the gathered path.
+template <class T>
+void all_reduce_across_processes(spmd_frame& f, group const& g, op_signature const& sig, T const* in, T* out,
+                                 std::size_t count, reduce_op op) {
+  process_run& r = *f.xp;
+  process_group const& pg = group_for(r, sig);
+  bool const sum = op == reduce_op::sum;
+  if constexpr (mpi_reducible<T>) {
+    if (pg.per_process != 0 && op != reduce_op::prod && !(sum && r.deterministic && g.size() > 2)) {
+      std::size_t const local = r.mine.size();
+      auto first_out = [&r] { return static_cast<T*>(r.mine[0].out); };
+      run_mapped(
+          f, sig, in, count * sizeof(T), out, no_step,
+          [&](std::size_t i) {
+            if (local == 1) return;
+            slice const s = block_range(count, local, i);
+            reduce_inputs<T>([&](std::size_t j) { return static_cast<T const*>(r.mine[j].data); }, local, op,
+                             first_out() + s.start, s.start, s.stop - s.start);
+          },
+          [&] {
+            device_pool::process_collective c;
+            c.what = device_pool::process_collective::kind::all_reduce;
+            c.op = static_cast<std::uint8_t>(sum ? 0 : op == reduce_op::max ? 1 : 2);
+            c.dtype = dtype_code<T>();
+            c.group = pg.handle;
+            c.send = local == 1 ? in : nullptr;
+            c.recv = first_out();
+            c.count = count;
+            r.pool->collective_between_processes(c);
+          },
+          [&](std::size_t i) {
+            if (i != 0) std::copy(first_out(), first_out() + count, out);
+          });
+      return;
+    }
+  }
+  auto const ins = inputs_across_processes<T>(f, g, sig, in, count);
+  reduce_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), op, out, 0, count);
+}
+
+/// all_gather between processes: out[o][j][inner] = member j's in[o][inner]. With outer == 1 the
+/// result is the members' inputs in rank order: MPI_Allgather of this process's inputs straight
+/// into its first device's output; otherwise the gathered path.
+template <class T>
+void all_gather_across_processes(spmd_frame& f, group const& g, op_signature const& sig, T const* in, T* out,
+                                 std::size_t outer, std::size_t inner) {
+  process_run& r = *f.xp;
+  process_group const& pg = group_for(r, sig);
+  if (pg.per_process != 0 && outer == 1) {
+    std::size_t const local = r.mine.size();
+    std::size_t const bytes = inner * sizeof(T);
+    std::size_t const total = inner * g.size();
+    auto first_out = [&r] { return static_cast<T*>(r.mine[0].out); };
+    run_mapped(
+        f, sig, in, bytes, out, [&] { if (local > 1) r.buffers->send.resize(local * bytes); },
+        [&](std::size_t i) {
+          if (local > 1 && bytes != 0) std::memcpy(r.buffers->send.data() + i * bytes, in, bytes);
+        },
+        [&] {
+          std::byte const* send = local > 1 ? r.buffers->send.data() : reinterpret_cast<std::byte const*>(in);
+          std::vector<std::uint64_t> counts(pg.members.size(), local * bytes);
+          if (bytes != 0)
+            r.pool->gather_bytes(pg.handle, std::span<std::byte const>(send, local * bytes), counts,
+                                 reinterpret_cast<std::byte*>(first_out()));
+        },
+        [&](std::size_t i) {
+          if (i != 0) std::copy(first_out(), first_out() + total, out);
+        });
+    return;
+  }
+  auto const ins = inputs_across_processes<T>(f, g, sig, in, outer * inner);
+  gather_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), out, outer, inner);
+}
+
+/// psum_scatter between processes (in is [outer][k * chunk]; out[o][:] = the sum over members of
+/// in[o][rank * chunk, + chunk)): MPI_Reduce_scatter_block of this process's inputs, summed and
+/// laid out by destination ([rank][outer][chunk]) unless one device's input is that already.
+template <class T>
+void reduce_scatter_across_processes(spmd_frame& f, group const& g, op_signature const& sig, T const* in, T* out,
+                                     std::size_t outer, std::size_t chunk) {
+  process_run& r = *f.xp;
+  process_group const& pg = group_for(r, sig);
+  std::size_t const k = g.size();
+  if constexpr (mpi_reducible<T>) {
+    if (pg.per_process != 0 && !(r.deterministic && k > 2)) {
+      std::size_t const local = r.mine.size();
+      bool const direct = local == 1 && outer == 1;
+      std::size_t const piece = outer * chunk;  // elements each device keeps
+      auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->send.data()); };
+      auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->gathered.data()); };
+      run_mapped(
+          f, sig, in, k * piece * sizeof(T), out,
+          [&] {
+            if (direct) return;
+            r.buffers->send.resize(k * piece * sizeof(T));
+            if (local > 1) r.buffers->gathered.resize(local * piece * sizeof(T));
+          },
+          [&](std::size_t i) {
+            if (direct) return;
+            slice const ranks = block_range(k, local, i);
+            for (std::size_t rank = ranks.start; rank < ranks.stop; ++rank)
+              for (std::size_t o = 0; o < outer; ++o)
+                reduce_inputs<T>([&](std::size_t j) { return static_cast<T const*>(r.mine[j].data); }, local,
+                                 reduce_op::sum, packed() + (rank * outer + o) * chunk, (o * k + rank) * chunk, chunk);
+          },
+          [&] {
+            device_pool::process_collective c;
+            c.what = device_pool::process_collective::kind::reduce_scatter;
+            c.dtype = dtype_code<T>();
+            c.group = pg.handle;
+            c.send = direct ? static_cast<void const*>(in) : packed();
+            c.recv = local == 1 ? static_cast<void*>(out) : static_cast<void*>(r.buffers->gathered.data());
+            c.count = local * piece;
+            r.pool->collective_between_processes(c);
+          },
+          [&](std::size_t i) {
+            if (local > 1) std::copy(received() + i * piece, received() + (i + 1) * piece, out);
+          });
+      return;
+    }
+  }
+  auto const ins = inputs_across_processes<T>(f, g, sig, in, outer * k * chunk);
+  scatter_inputs<T>([&](std::size_t j) { return ins[j]; }, k, g.rank, out, outer, chunk);
+}
+
+/// all_to_all between processes (tiled, on a buffer of `shape`; see runtime/collectives.hpp):
+/// MPI_Alltoall of each process's pieces for each other process, straight from the input into
+/// the output where one device's pieces are contiguous there, else packed and unpacked.
+template <class T>
+void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature const& sig, T const* in, T* out,
+                                 std::span<std::size_t const> shape, std::size_t split, std::size_t concat) {
+  process_run& r = *f.xp;
+  process_group const& pg = group_for(r, sig);
+  std::size_t const k = g.size();
+  std::size_t count = 1;
+  for (std::size_t e : shape) count *= e;
+  if (pg.per_process != 0) {
+    std::size_t const local = r.mine.size();
+    std::vector<std::size_t> piece(shape.begin(), shape.end());
+    piece[split] /= k;
+    std::vector<std::size_t> out_shape = piece;
+    out_shape[concat] *= k;
+    std::size_t pc = 1, before_split = 1, before_concat = 1;
+    for (std::size_t e : piece) pc *= e;
+    for (std::size_t a = 0; a < split; ++a) before_split *= shape[a];
+    for (std::size_t a = 0; a < concat; ++a) before_concat *= out_shape[a];
+    bool const direct = local == 1 && before_split == 1 && before_concat == 1;
+    std::size_t const block = local * local * pc;  // elements between two processes
+    auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->send.data()); };
+    auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->gathered.data()); };
+    std::vector<std::size_t> scratch(3 * shape.size()), zero(shape.size(), 0), start(shape.size(), 0);
+    run_mapped(
+        f, sig, in, count * sizeof(T), out,
+        [&] {
+          if (direct) return;
+          r.buffers->send.resize(k * local * pc * sizeof(T));
+          r.buffers->gathered.resize(k * local * pc * sizeof(T));
+        },
+        [&](std::size_t i) {
+          if (direct) return;
+          // Piece for destination rank d at [d][i]: d's process gets [its local devices][ours].
+          for (std::size_t d = 0; d < k; ++d) {
+            start[split] = d * piece[split];
+            copy_box(in, shape, std::span<std::size_t const>(start), packed() + (d * local + i) * pc,
+                     std::span<std::size_t const>(piece), std::span<std::size_t const>(zero),
+                     std::span<std::size_t const>(piece), std::span<std::size_t>(scratch));
+          }
+          start[split] = 0;
+        },
+        [&] {
+          device_pool::process_collective c;
+          c.what = device_pool::process_collective::kind::all_to_all;
+          c.dtype = 1;
+          c.group = pg.handle;
+          c.send = direct ? static_cast<void const*>(in) : packed();
+          c.recv = direct ? static_cast<void*>(out) : static_cast<void*>(r.buffers->gathered.data());
+          c.count = block * sizeof(T);
+          r.pool->collective_between_processes(c);
+        },
+        [&](std::size_t i) {
+          if (direct) return;
+          // From process q, device j's piece for us: [q][i][j]; it lands at source rank q * local + j.
+          for (std::size_t q = 0; q < k / local; ++q)
+            for (std::size_t j = 0; j < local; ++j) {
+              start[concat] = (q * local + j) * piece[concat];
+              copy_box(received() + q * block + (i * local + j) * pc, std::span<std::size_t const>(piece),
+                       std::span<std::size_t const>(zero), out, std::span<std::size_t const>(out_shape),
+                       std::span<std::size_t const>(start), std::span<std::size_t const>(piece),
+                       std::span<std::size_t>(scratch));
+            }
+        });
+    return;
+  }
+  auto const ins = inputs_across_processes<T>(f, g, sig, in, count);
+  exchange_inputs<T>([&](std::size_t j) { return ins[j]; }, k, g.rank, out, shape, split, concat);
 }
 
 }  // namespace tessera::detail

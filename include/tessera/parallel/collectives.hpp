@@ -234,8 +234,7 @@ auto all_reduce_value(collective_input<T, N> const& in, op_kind kind, reduce_op 
   c.record("all-reduce", in.count() * sizeof(T));
   auto out = make_result<T>(in.shape);
   if (c.f.xp != nullptr) {
-    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
-    reduce_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), op, out.data(), 0, in.count());
+    all_reduce_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), in.count(), op);
   } else {
     all_reduce(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), in.count(), op);
   }
@@ -331,8 +330,7 @@ auto gather(V&& v, std::size_t axis) {
   for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
   for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
   if (c.f.xp != nullptr) {
-    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
-    gather_inputs<T>([&](std::size_t j) { return ins[j]; }, ins.size(), out.data(), outer, inner);
+    all_gather_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), outer, inner);
   } else {
     all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
   }
@@ -382,8 +380,7 @@ auto scatter(V&& v, std::size_t dim) {
   for (std::size_t i = 0; i < dim; ++i) outer *= in.shape[i];
   for (std::size_t i = dim + 1; i < N; ++i) inner *= in.shape[i];
   if (c.f.xp != nullptr) {
-    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
-    scatter_inputs<T>([&](std::size_t j) { return ins[j]; }, k, c.g.rank, out.data(), outer, in.shape[dim] / k * inner);
+    reduce_scatter_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), outer, in.shape[dim] / k * inner);
   } else {
     reduce_scatter(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, in.shape[dim] / k * inner);
   }
@@ -438,9 +435,8 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
   c.record("all-to-all", in.count() * sizeof(T));
   if (c.f.xp != nullptr) {
-    auto const ins = inputs_across_processes<T>(c.f, c.g, c.sig, in.data, in.count());
-    exchange_inputs<T>([&](std::size_t j) { return ins[j]; }, k, c.g.rank, out.data(), std::span<std::size_t const>(shape),
-                       split, concat);
+    all_to_all_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split,
+                                   concat);
   } else {
     all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
   }

@@ -162,6 +162,27 @@ class device_pool {
   /// handle for each m (0: every process), for gather_bytes. Every process calls it together.
   std::function<std::vector<std::size_t>(std::vector<std::uint64_t> const& mesh, std::vector<int> const& colors)>
       process_groups;
+  /// One MPI collective of a shard_map across processes, as the user would write it (MPI_Iallreduce,
+  /// MPI_Ireduce_scatter_block, MPI_Ialltoall over group `group`'s communicator), described without
+  /// MPI's types: parallel/across_processes.hpp makes it, the distributed runtime runs it.
+  struct process_collective {
+    enum class kind : std::uint8_t { all_reduce, reduce_scatter, all_to_all };
+    kind what = kind::all_reduce;
+    std::uint8_t op = 0;         // all_reduce, reduce_scatter: 0 sum, 1 max, 2 min (all_to_all: bytes)
+    std::uint32_t dtype = 0;     // the elements' dtype_code (all_to_all: 1, bytes)
+    std::size_t group = 0;       // a handle from process_groups
+    void const* send = nullptr;  // nullptr: in place, in `recv` (all_reduce)
+    void* recv = nullptr;
+    std::size_t count = 0;  // elements: in all (all_reduce), each process receives (reduce_scatter), to each process (all_to_all)
+  };
+  /// Runs a process_collective (set by tessera::distributed::runtime). Called by one device thread
+  /// of each process at a time, all of the group's processes together.
+  std::function<void(process_collective const&)> collective_between_processes;
+  /// Whether the processes compare each collective's signature before it (a mismatch is then a
+  /// collective_mismatch everywhere instead of a hang); set by the distributed runtime.
+  std::atomic<bool> checked_collectives{true};
+  /// Whether sums between processes keep the single-process order (the gathered path) instead of MPI's.
+  std::atomic<bool> deterministic_collectives{false};
   /// Ends every process of the job with `message` (MPI_Abort): a device failed in a shard_map
   /// across processes, and the other processes would wait for it. Set by the distributed runtime.
   std::function<void(std::string const& message)> abort_processes;

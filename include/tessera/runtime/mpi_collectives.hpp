@@ -81,6 +81,13 @@ inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte con
   auto const me = static_cast<std::size_t>(rank);
   std::vector<int> rc(p), rd(p);
   if (offset[p] <= limit) {  // one call, straight into place
+    if (std::all_of(counts.begin(), counts.end(), [&](std::uint64_t c) { return c == counts[0]; })) {
+      int const n = static_cast<int>(counts[0]);  // equal shares: the plain call (no displacements to read)
+      MPI_Request req{};
+      mpi_check(MPI_Iallgather(mine.data(), n, MPI_BYTE, out, n, MPI_BYTE, comm, &req), "MPI_Iallgather");
+      mpi_wait(comm, req, "MPI_Iallgather");
+      return;
+    }
     for (std::size_t r = 0; r < p; ++r) {
       rc[r] = static_cast<int>(counts[r]);
       rd[r] = static_cast<int>(offset[r]);
@@ -147,6 +154,100 @@ inline void mpi_exchange_bytes(mpi_environment const& env, std::vector<std::vect
     post(const_cast<std::byte*>(send[r].data()), send[r].size(), r, false);
   }
   for (auto& r : requests) mpi_wait(env.comm(), r, "an exchange between processes (MPI_Isend/MPI_Irecv)");
+}
+
+/// MPI's type for the elements of a dtype_code (runtime/team.hpp), or MPI_DATATYPE_NULL where
+/// tessera sends them as bytes only (bool, and element types MPI has no reduction for).
+inline MPI_Datatype mpi_type_of(std::uint32_t dtype) {
+  switch (dtype) {
+    case 0x304u: return MPI_FLOAT;
+    case 0x308u: return MPI_DOUBLE;
+    case 0x201u: return MPI_INT8_T;
+    case 0x202u: return MPI_INT16_T;
+    case 0x204u: return MPI_INT32_T;
+    case 0x208u: return MPI_INT64_T;
+    case 0x001u: return MPI_UINT8_T;
+    case 0x002u: return MPI_UINT16_T;
+    case 0x004u: return MPI_UINT32_T;
+    case 0x008u: return MPI_UINT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+/// MPI_Iallreduce of `count` elements of `elem` bytes (send == nullptr: in place in recv), in
+/// rounds of at most mpi_max_bytes_per_call bytes (MPI counts are ints).
+inline void mpi_allreduce_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t count, std::size_t elem,
+                                 MPI_Datatype type, MPI_Op op) {
+  std::size_t const step = std::max<std::size_t>(1, std::max<std::size_t>(mpi_max_bytes_per_call.load(), elem) / elem);
+  auto* out = static_cast<std::byte*>(recv);
+  auto const* in = static_cast<std::byte const*>(send);
+  for (std::size_t off = 0; off < count; off += step) {
+    int const n = static_cast<int>(std::min(step, count - off));
+    MPI_Request req{};
+    mpi_check(MPI_Iallreduce(in == nullptr ? MPI_IN_PLACE : in + off * elem, out + off * elem, n, type, op, comm, &req),
+              "MPI_Iallreduce");
+    mpi_wait(comm, req, "MPI_Iallreduce");
+  }
+}
+
+/// MPI_Ireduce_scatter_block: `send` holds one block of `count` elements per process of comm, in
+/// rank order; `recv` gets the reduction of this rank's block. In rounds where the whole exceeds
+/// mpi_max_bytes_per_call: each round reduces the same slice of every block, packed.
+inline void mpi_reduce_scatter_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t count, std::size_t elem,
+                                      MPI_Datatype type, MPI_Op op) {
+  int size = 1;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  auto const p = static_cast<std::size_t>(size);
+  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p * elem);
+  auto const* in = static_cast<std::byte const*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  if (count * p * elem <= limit) {
+    MPI_Request req{};
+    mpi_check(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), type, op, comm, &req),
+              "MPI_Ireduce_scatter_block");
+    mpi_wait(comm, req, "MPI_Ireduce_scatter_block");
+    return;
+  }
+  std::size_t const step = limit / (p * elem);
+  std::vector<std::byte> packed(step * p * elem);
+  for (std::size_t off = 0; off < count; off += step) {
+    std::size_t const n = std::min(step, count - off);
+    for (std::size_t r = 0; r < p; ++r) std::memcpy(packed.data() + r * n * elem, in + (r * count + off) * elem, n * elem);
+    MPI_Request req{};
+    mpi_check(MPI_Ireduce_scatter_block(packed.data(), out + off * elem, static_cast<int>(n), type, op, comm, &req),
+              "MPI_Ireduce_scatter_block");
+    mpi_wait(comm, req, "MPI_Ireduce_scatter_block");
+  }
+}
+
+/// MPI_Ialltoall of `bytes` bytes to each process of comm (`send` and `recv` hold one block per
+/// process, in rank order), in rounds where the whole exceeds mpi_max_bytes_per_call.
+inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t bytes) {
+  int size = 1;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  auto const p = static_cast<std::size_t>(size);
+  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
+  auto const* in = static_cast<std::byte const*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  if (bytes * p <= limit) {
+    MPI_Request req{};
+    int const n = static_cast<int>(bytes);
+    mpi_check(MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm, &req), "MPI_Ialltoall");
+    mpi_wait(comm, req, "MPI_Ialltoall");
+    return;
+  }
+  std::size_t const step = limit / p;
+  std::vector<std::byte> packed(step * p), received(step * p);
+  for (std::size_t off = 0; off < bytes; off += step) {
+    std::size_t const n = std::min(step, bytes - off);
+    for (std::size_t r = 0; r < p; ++r) std::memcpy(packed.data() + r * n, in + r * bytes + off, n);
+    MPI_Request req{};
+    mpi_check(MPI_Ialltoall(packed.data(), static_cast<int>(n), MPI_BYTE, received.data(), static_cast<int>(n), MPI_BYTE,
+                            comm, &req),
+              "MPI_Ialltoall");
+    mpi_wait(comm, req, "MPI_Ialltoall");
+    for (std::size_t r = 0; r < p; ++r) std::memcpy(out + r * bytes + off, received.data() + r * n, n);
+  }
 }
 
 /// Every process's bytes, concatenated in process order; `counts` receives each one's count.
