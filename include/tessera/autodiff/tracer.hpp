@@ -34,7 +34,7 @@
 
 namespace tessera {
 
-template <class A>
+template <class A, class E = void>
 class tracer;
 
 namespace detail::ad {
@@ -340,15 +340,15 @@ struct node {
 
 template <class T>
 struct is_tracer : std::false_type {};
-template <class A>
-struct is_tracer<tracer<A>> : std::true_type {};
+template <class A, class E>
+struct is_tracer<tracer<A, E>> : std::true_type {};
 
 }  // namespace detail::ad
 
 /// A value traced by grad, value_and_grad or vjp (JAX's JVPTracer): the function's
 /// arguments, and the result of every operation on them.
 template <class A>
-class tracer {
+class tracer<A, void> {
  public:
   using array_type = A;
   using value_type = typename A::value_type;
@@ -378,9 +378,25 @@ class tracer {
 template <class X>
 concept traced_value = detail::ad::is_tracer<std::remove_cvref_t<X>>::value;
 
+/// A traced element-wise result that keeps its forward expression E (JAX's JVPTracer, as
+/// tracer<A>): element-wise operations that read it compute it inside their own pass, and its
+/// backward rule recomputes it, instead of a pass of its own (XLA fuses cheap element-wise
+/// producers into their consumers the same way). Products, reductions and layout changes read
+/// the node's value, computed once.
+template <class A, class E>
+class tracer : public tracer<A, void> {
+ public:
+  tracer(std::shared_ptr<detail::ad::node<A>> n, E e) : tracer<A, void>(std::move(n)), e_(std::move(e)) {}
+  /// The forward expression on the operands' values.
+  E const& expression() const { return e_; }
+
+ private:
+  E e_;
+};
+
 /// Tracers bring their own operators: not rejected as non-operands by the expression layer.
-template <class A>
-inline constexpr bool has_own_operators<tracer<A>> = true;
+template <class A, class E>
+inline constexpr bool has_own_operators<tracer<A, E>> = true;
 
 namespace detail::ad {
 
@@ -461,6 +477,46 @@ auto primal_of(X const& x) {
   }
 }
 
+/// What an operand is in an element-wise expression: a fused tracer's own expression
+/// (recomputed in the consumer's pass), otherwise as primal_of.
+template <class X>
+auto fused_of(X const& x) {
+  if constexpr (requires { x.expression(); }) return x.expression();
+  else return primal_of(x);
+}
+
+/// How many leaves an expression has if its evaluation can be repeated inside another pass
+/// (element-wise nodes over arrays, numbers and tracers' values), -1 if it cannot.
+template <class E>
+struct fusion_size : std::integral_constant<int, -1> {};
+template <class T, std::size_t N, class S>
+struct fusion_size<array<T, N, S>> : std::integral_constant<int, 1> {};
+template <class S>
+struct fusion_size<scalar_operand<S>> : std::integral_constant<int, 0> {};
+template <class A>
+struct fusion_size<deferred<A>> : std::integral_constant<int, 1> {};
+template <class A>
+struct fusion_size<layout_only<A>> : std::integral_constant<int, 1> {};
+template <class Op, class C, class R, class... Args>
+struct fusion_size<elementwise<Op, C, R, Args...>>
+    : std::integral_constant<int, (elementwise<Op, C, R, Args...>::partial_node || ((fusion_size<Args>::value < 0) || ...))
+                                      ? -1
+                                      : (0 + ... + fusion_size<Args>::value)> {};
+
+/// The most leaves a fused tracer's expression may have: each consumer recomputes it, and a
+/// chain like x2 = x1 * x1, x3 = x2 * x2 would double it at every step.
+inline constexpr int max_fused_leaves = 8;
+
+template <class E>
+struct is_elementwise_node : std::false_type {};
+template <class Op, class C, class R, class... Args>
+struct is_elementwise_node<elementwise<Op, C, R, Args...>> : std::true_type {};
+
+/// Whether an operation's forward expression E is kept by its tracer (see tracer<A, E>).
+template <class E>
+inline constexpr bool fusible =
+    is_elementwise_node<E>::value && fusion_size<E>::value >= 1 && fusion_size<E>::value <= max_fused_leaves;
+
 /// A tracer's shape and layout as zeros (see layout_only).
 template <class X>
 auto layout_of(X const& x) {
@@ -499,16 +555,26 @@ auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
   using A = decltype(tessera::eval(e));
   auto n = std::make_shared<node<A>>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
   if constexpr (is_array<E>::value) n->value.emplace(std::move(e));
-  else n->make = [e = std::move(e)] { return as_array<A>(e); };
+  else n->make = [e] { return as_array<A>(e); };
   t->on_reset([w = std::weak_ptr<node<A>>(n)] {
     if (auto p = w.lock()) p->ct.clear();
   });
-  t->record([n, backward = std::move(backward)] {
-    std::optional<A> g = n->ct.take();
-    if (!g) return;  // nothing depends on this value
-    backward(*g, [&]() -> A const& { return n->primal(); });
-  });
-  return tracer<A>(std::move(n));
+  if constexpr (fusible<E>) {
+    // The backward rule reads the result as its expression, recomputed in the rule's own pass.
+    t->record([n, e, backward = std::move(backward)] {
+      std::optional<A> g = n->ct.take();
+      if (!g) return;
+      backward(*g, [&]() -> E const& { return e; });
+    });
+    return tracer<A, E>(std::move(n), std::move(e));
+  } else {
+    t->record([n, backward = std::move(backward)] {
+      std::optional<A> g = n->ct.take();
+      if (!g) return;  // nothing depends on this value
+      backward(*g, [&]() -> A const& { return n->primal(); });
+    });
+    return tracer<A>(std::move(n));
+  }
 }
 
 /// A leaf of the traced program: one of the arguments grad differentiates.
