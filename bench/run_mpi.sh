@@ -8,20 +8,26 @@
 #      all_gather or all_to_all (tiled) of 4 KiB and 4 MiB per device, against MPI_Allreduce,
 #      MPI_Allgather and MPI_Alltoall, with an empty shard_map to tell the shard_map's own cost
 #      from the collective's (bench/mpi/shard_map_collectives_bench.cpp);
+#      Twice: unchecked (the default of a build with NDEBUG, as here) and in checked mode
+#      (distributed::runtime::set_checked_collectives(true)); the MPI peers also nonblocking
+#      (MPI_Iallreduce, ... polled with MPI_Test, as tessera waits);
 #   3. examples/mpi/training.cpp's training step on 8 devices as 1 process x 8 and as
-#      2 processes x 4 (bench/mpi/training_step_bench.cpp).
+#      2 processes x 4 (bench/mpi/training_step_bench.cpp);
+#   4. table 2's collectives on 8 devices: tessera as 2 processes x 4 devices (and as 1 process
+#      x 8, no MPI) against 8 flat MPI ranks (bench/mpi/collectives_mpi.cpp), 4-fold
+#      oversubscribed on 2 cores.
 # Environment: BUILD (the build folder), NPS (process counts of table 1, default 2),
-# TABLES (which tables, default "1 2 3"). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
+# TABLES (which tables, default "1 2 3 4"). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
 # are shared), and btl_vader_single_copy_mechanism=none unless set (containers without CMA).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD:-$ROOT/build/bench-mpi}
-tables=${TABLES:-1 2 3}
+tables=${TABLES:-1 2 3 4}
 cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=ON -DTESSERA_BUILD_TESTS=OFF \
   -DTESSERA_BUILD_EXAMPLES=OFF > /dev/null
 # One target at a time; the compiler's output (g++ 12 warns inside avx512fintrin.h with
 # -march=native) goes to a log, shown if the build fails.
-for target in bench_process_allgather bench_shard_map_collectives bench_training_step; do
+for target in bench_process_allgather bench_shard_map_collectives bench_training_step bench_collectives_mpi; do
   cmake --build "$build" --target "$target" -j 1 > "$build/$target.log" 2>&1 || { cat "$build/$target.log"; exit 1; }
 done
 export OMPI_MCA_mpi_yield_when_idle=1
@@ -48,10 +54,12 @@ if [[ " $tables " == *" 2 "* ]]; then
   echo "one: a shard_map whose body is the collective; empty: a shard_map returning its block;"
   echo "looped: a shard_map making the collective reps times, per collective"
   echo
-  echo "| collective | bytes per device | MPI | shard_map, one | one/MPI | empty shard_map | (one - empty)/MPI | looped | looped/MPI |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  run 2 "$build/bench/bench_shard_map_collectives" |
-    awk '{ printf "| %s | %s | %s s | %s s | **%s** | %s s | %s | %s s (%s per shard_map) | %s |\n", $1, $2, $4, $5, $6, $7, $8, $9, $11, $10 }'
+  echo "| mode | collective | bytes per device | MPI | shard_map, one | one/MPI | empty shard_map | (one - empty)/MPI | looped | looped/MPI | MPI nonblocking | looped/nonblocking |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for mode in unchecked checked; do
+    run 2 "$build/bench/bench_shard_map_collectives" 1 "$mode" |
+      awk -v mode="$mode" '{ printf "| %s | %s | %s | %s s | %s s | **%s** | %s s | %s | %s s (%s per shard_map) | **%s** | %s s | %.2f |\n", mode, $1, $2, $4, $5, $6, $7, $8, $9, $11, $10, $12, $9 / $12 }'
+  done
 fi
 
 if [[ " $tables " == *" 3 "* ]]; then
@@ -63,6 +71,22 @@ if [[ " $tables " == *" 3 "* ]]; then
   echo "| 1 process x 8 devices | 2 processes x 4 devices | 2x4 / 1x8 | collectives per step |"
   echo "|---|---|---|---|"
   echo "$r18 $r24" | awk '{ printf "| %s s | %s s | **%.2f** | %s, %s |\n", $4, $9, $9 / $4, $5, $10 }'
+fi
+
+if [[ " $tables " == *" 4 "* ]]; then
+  echo
+  echo "8 devices, seconds per collective (slowest process, median of 5); tessera one: a shard_map of the one"
+  echo "collective; looped: per collective of a shard_map making it reps times; MPI: 8 ranks, one per device"
+  echo "(bench_collectives_mpi, median of 1 timing of at least 0.3 s); 2 cores, so 4-fold oversubscribed"
+  echo
+  t24=$(run 2 "$build/bench/bench_shard_map_collectives" 4)
+  t18=$(run 1 "$build/bench/bench_shard_map_collectives" 8)
+  m8=$(run 8 "$build/bench/bench_collectives_mpi")
+  echo "| collective | bytes per device | 8 MPI ranks | tessera 2x4, one | MPI/(2x4 one) | tessera 2x4, looped | MPI/(2x4 looped) | tessera 1x8, one | tessera 1x8, looped |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  awk 'FNR == 1 { file++ } file == 1 { one[$1 " " $2] = $5; loop[$1 " " $2] = $9 } file == 2 { one8[$1 " " $2] = $5; loop8[$1 " " $2] = $9 }
+       file == 3 && $1 == "mpi" { key = $2 " " $4; printf "| %s | %s | %s s | %s s | **%.2f** | %s s | **%.2f** | %s s | %s s |\n", $2, $4, $5 + 0, one[key], $5 / one[key], loop[key], $5 / loop[key], one8[key], loop8[key] }' \
+    <(echo "$t24") <(echo "$t18") <(echo "$m8")
 fi
 
 echo
