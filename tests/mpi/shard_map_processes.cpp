@@ -180,11 +180,11 @@ void check_grad(std::size_t n) {
 /// own calls (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall, after the
 /// process's devices combine or pack their inputs); with the processes interleaved they take
 /// the gathered path.
-void check_layout(std::vector<int> const& ids, char const* layout) {
+void check_layout(std::vector<int> const& ids, char const* layout, std::size_t widen = 1) {
   using I = std::int32_t;
   std::size_t const n = ids.size();
   auto const mesh = tessera::make_mesh<"d">({static_cast<int>(n)}, ids);
-  std::size_t const b = 2 * n, cols = 2 * n;  // each device's block: (b, cols)
+  std::size_t const b = 2 * n, cols = 2 * n * widen;  // each device's block: (b, cols)
   xt::xtensor<I, 2> host = xt::zeros<I>({n * b, cols});
   for (std::size_t i = 0; i < n * b; ++i)
     for (std::size_t j = 0; j < cols; ++j) host(i, j) = static_cast<I>(7 * i + 3 * j) - 50;
@@ -252,8 +252,10 @@ void check_layout(std::vector<int> const& ids, char const* layout) {
   (void)cp;
 }
 
-/// The layouts of check_layout: process order, the processes interleaved, and process order
-/// again with MPI's calls cut into rounds of a few bytes (as counts over 2^31 are).
+/// The layouts of check_layout: process order, the processes interleaved, process order with
+/// blocks of 256 KiB and more (each device then does its own part of a collective's local work,
+/// parallel/across_processes.hpp's run_mapped), and process order again with MPI's calls cut
+/// into rounds of a few bytes (as counts over 2^31 are).
 void check_layouts(tessera::distributed::runtime const& rt) {
   std::size_t const n = static_cast<std::size_t>(rt.device_count());
   std::size_t const procs = static_cast<std::size_t>(rt.process_count()), k = n / procs;
@@ -264,6 +266,7 @@ void check_layouts(tessera::distributed::runtime const& rt) {
   }
   check_layout(in_order, "process-order");
   check_layout(interleaved, "interleaved");
+  check_layout(in_order, "process-order, wide,", 512);
   auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
   tessera::detail::mpi_max_bytes_per_call.store(20);
   check_layout(in_order, "process-order, 20-byte rounds,");

@@ -93,7 +93,8 @@ class byte_buffer {
 
 /// The exchange buffers, kept by the device pool from one shard_map to the next.
 struct exchange_buffers {
-  byte_buffer send, gathered;
+  byte_buffer send, gathered;  // the gathered path (devices read `gathered` after it returns)
+  byte_buffer pack, unpack;    // the MPI-mapped collectives (done with before they return)
 };
 
 /// A shard_map run over a mesh that spans processes: what its devices in this process share.
@@ -353,19 +354,53 @@ inline constexpr bool mpi_reducible =
     (std::is_same_v<T, float> || std::is_same_v<T, double> || (std::is_integral_v<T> && !std::is_same_v<T, bool>)) &&
     sizeof(T) <= 8;
 
+/// Bytes of local work (a device's input times the process's devices) up to which the first
+/// device does every device's part of a mapped collective itself: two barriers instead of five,
+/// which on few cores costs less than the parallel copies save.
+inline constexpr std::size_t mapped_serial_bytes = 256 * 1024;
+
 /// A collective mapped onto one MPI call per process (process_group::per_process != 0): every
-/// local device publishes its input and output; the first device makes `setup` (sizing shared
-/// buffers) and, in checked mode, compares signatures; each device makes `prepare` (its part of
-/// the local work before the MPI call: a sum or a packing over shared memory); the first device
-/// makes `call`; each device makes `finish`. With one device per process there is no barrier.
+/// local device publishes its input and output (r.mine); the first device makes `setup` (sizing
+/// shared buffers) and, in checked mode, compares signatures; `prepare(i)` is device i's part of
+/// the local work before the MPI call (a sum or a packing over shared memory), `call` the MPI
+/// call, `finish(i)` device i's part after it; they read r.mine, not the caller's own pointers.
+/// With one device per process there is no barrier; up to mapped_serial_bytes the first device
+/// makes every part between two barriers; above, each device makes its own.
 template <class Setup, class Prepare, class Call, class Finish>
 void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::size_t bytes, void* out, Setup&& setup,
                 Prepare&& prepare, Call&& call, Finish&& finish) {
   process_run& r = *f.xp;
   std::size_t const i = f.team_pos;
-  bool const many = r.mine.size() > 1;
+  std::size_t const local = r.mine.size();
   r.mine[i] = process_contribution{signature_hash(sig), in, bytes, out};
-  if (many) f.t->arrive_and_wait(i);  // every local device has published (and left the last collective's buffers)
+  auto all_of_it = [&] {
+    if (r.checked) compare_signatures(r, sig);
+    else if (!local_devices_agree(r)) throw_local_mismatch(sig);
+    setup();
+    for (std::size_t j = 0; j < local; ++j) prepare(j);
+    call();
+    for (std::size_t j = 0; j < local; ++j) finish(j);
+  };
+  if (local == 1) {
+    r.mismatch = false;
+    all_of_it();
+    return;
+  }
+  f.t->arrive_and_wait(i);  // every local device has published
+  if (bytes * local <= mapped_serial_bytes) {
+    if (i == 0) {
+      r.error = nullptr;
+      r.mismatch = false;
+      try {
+        all_of_it();
+      } catch (...) {
+        r.error = std::current_exception();
+      }
+    }
+    f.t->arrive_and_wait(i);  // every device's result is written (or none, for all of them)
+    if (r.error) std::rethrow_exception(r.error);
+    return;
+  }
   if (i == 0) {
     r.error = nullptr;
     r.mismatch = false;
@@ -376,12 +411,12 @@ void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::siz
       r.error = std::current_exception();
     }
   }
-  if (many) f.t->arrive_and_wait(i);
+  f.t->arrive_and_wait(i);
   if (r.error) std::rethrow_exception(r.error);
   // Unchecked, each device sees the same published signatures: all throw, or none.
   if (!r.checked && !local_devices_agree(r)) throw_local_mismatch(sig);
   prepare(i);
-  if (many) f.t->arrive_and_wait(i);
+  f.t->arrive_and_wait(i);
   if (i == 0) {
     try {
       call();
@@ -389,10 +424,10 @@ void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::siz
       r.error = std::current_exception();
     }
   }
-  if (many) f.t->arrive_and_wait(i);
+  f.t->arrive_and_wait(i);
   if (r.error) std::rethrow_exception(r.error);
   finish(i);
-  if (many) f.t->arrive_and_wait(i);  // the first device's output and the shared buffers were read
+  f.t->arrive_and_wait(i);  // the first device's output and the shared buffers were read
 }
 
 inline constexpr auto no_step = [](auto&&...) {};
@@ -429,7 +464,7 @@ void all_reduce_across_processes(spmd_frame& f, group const& g, op_signature con
             r.pool->collective_between_processes(c);
           },
           [&](std::size_t i) {
-            if (i != 0) std::copy(first_out(), first_out() + count, out);
+            if (i != 0) std::copy(first_out(), first_out() + count, static_cast<T*>(r.mine[i].out));
           });
       return;
     }
@@ -452,19 +487,19 @@ void all_gather_across_processes(spmd_frame& f, group const& g, op_signature con
     std::size_t const total = inner * g.size();
     auto first_out = [&r] { return static_cast<T*>(r.mine[0].out); };
     run_mapped(
-        f, sig, in, bytes, out, [&] { if (local > 1) r.buffers->send.resize(local * bytes); },
+        f, sig, in, bytes, out, [&] { if (local > 1) r.buffers->pack.resize(local * bytes); },
         [&](std::size_t i) {
-          if (local > 1 && bytes != 0) std::memcpy(r.buffers->send.data() + i * bytes, in, bytes);
+          if (local > 1 && bytes != 0) std::memcpy(r.buffers->pack.data() + i * bytes, r.mine[i].data, bytes);
         },
         [&] {
-          std::byte const* send = local > 1 ? r.buffers->send.data() : reinterpret_cast<std::byte const*>(in);
+          std::byte const* send = local > 1 ? r.buffers->pack.data() : reinterpret_cast<std::byte const*>(in);
           std::vector<std::uint64_t> counts(pg.members.size(), local * bytes);
           if (bytes != 0)
             r.pool->gather_bytes(pg.handle, std::span<std::byte const>(send, local * bytes), counts,
                                  reinterpret_cast<std::byte*>(first_out()));
         },
         [&](std::size_t i) {
-          if (i != 0) std::copy(first_out(), first_out() + total, out);
+          if (i != 0) std::copy(first_out(), first_out() + total, static_cast<T*>(r.mine[i].out));
         });
     return;
   }
@@ -486,14 +521,14 @@ void reduce_scatter_across_processes(spmd_frame& f, group const& g, op_signature
       std::size_t const local = r.mine.size();
       bool const direct = local == 1 && outer == 1;
       std::size_t const piece = outer * chunk;  // elements each device keeps
-      auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->send.data()); };
-      auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->gathered.data()); };
+      auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->pack.data()); };
+      auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->unpack.data()); };
       run_mapped(
           f, sig, in, k * piece * sizeof(T), out,
           [&] {
             if (direct) return;
-            r.buffers->send.resize(k * piece * sizeof(T));
-            if (local > 1) r.buffers->gathered.resize(local * piece * sizeof(T));
+            r.buffers->pack.resize(k * piece * sizeof(T));
+            if (local > 1) r.buffers->unpack.resize(local * piece * sizeof(T));
           },
           [&](std::size_t i) {
             if (direct) return;
@@ -508,13 +543,13 @@ void reduce_scatter_across_processes(spmd_frame& f, group const& g, op_signature
             c.what = device_pool::process_collective::kind::reduce_scatter;
             c.dtype = dtype_code<T>();
             c.group = pg.handle;
-            c.send = direct ? static_cast<void const*>(in) : packed();
-            c.recv = local == 1 ? static_cast<void*>(out) : static_cast<void*>(r.buffers->gathered.data());
+            c.send = direct ? r.mine[0].data : packed();
+            c.recv = local == 1 ? r.mine[0].out : static_cast<void*>(r.buffers->unpack.data());
             c.count = local * piece;
             r.pool->collective_between_processes(c);
           },
           [&](std::size_t i) {
-            if (local > 1) std::copy(received() + i * piece, received() + (i + 1) * piece, out);
+            if (local > 1) std::copy(received() + i * piece, received() + (i + 1) * piece, static_cast<T*>(r.mine[i].out));
           });
       return;
     }
@@ -546,22 +581,23 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
     for (std::size_t a = 0; a < concat; ++a) before_concat *= out_shape[a];
     bool const direct = local == 1 && before_split == 1 && before_concat == 1;
     std::size_t const block = local * local * pc;  // elements between two processes
-    auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->send.data()); };
-    auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->gathered.data()); };
+    auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->pack.data()); };
+    auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->unpack.data()); };
     std::vector<std::size_t> scratch(3 * shape.size()), zero(shape.size(), 0), start(shape.size(), 0);
     run_mapped(
         f, sig, in, count * sizeof(T), out,
         [&] {
           if (direct) return;
-          r.buffers->send.resize(k * local * pc * sizeof(T));
-          r.buffers->gathered.resize(k * local * pc * sizeof(T));
+          r.buffers->pack.resize(k * local * pc * sizeof(T));
+          r.buffers->unpack.resize(k * local * pc * sizeof(T));
         },
         [&](std::size_t i) {
           if (direct) return;
           // Piece for destination rank d at [d][i]: d's process gets [its local devices][ours].
           for (std::size_t d = 0; d < k; ++d) {
             start[split] = d * piece[split];
-            copy_box(in, shape, std::span<std::size_t const>(start), packed() + (d * local + i) * pc,
+            copy_box(static_cast<T const*>(r.mine[i].data), shape, std::span<std::size_t const>(start),
+                     packed() + (d * local + i) * pc,
                      std::span<std::size_t const>(piece), std::span<std::size_t const>(zero),
                      std::span<std::size_t const>(piece), std::span<std::size_t>(scratch));
           }
@@ -572,8 +608,8 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
           c.what = device_pool::process_collective::kind::all_to_all;
           c.dtype = 1;
           c.group = pg.handle;
-          c.send = direct ? static_cast<void const*>(in) : packed();
-          c.recv = direct ? static_cast<void*>(out) : static_cast<void*>(r.buffers->gathered.data());
+          c.send = direct ? r.mine[0].data : packed();
+          c.recv = direct ? r.mine[0].out : static_cast<void*>(r.buffers->unpack.data());
           c.count = block * sizeof(T);
           r.pool->collective_between_processes(c);
         },
@@ -584,7 +620,8 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
             for (std::size_t j = 0; j < local; ++j) {
               start[concat] = (q * local + j) * piece[concat];
               copy_box(received() + q * block + (i * local + j) * pc, std::span<std::size_t const>(piece),
-                       std::span<std::size_t const>(zero), out, std::span<std::size_t const>(out_shape),
+                       std::span<std::size_t const>(zero), static_cast<T*>(r.mine[i].out),
+                       std::span<std::size_t const>(out_shape),
                        std::span<std::size_t const>(start), std::span<std::size_t const>(piece),
                        std::span<std::size_t>(scratch));
             }
