@@ -176,7 +176,7 @@ class runtime {
         MPI_Comm const comm = c.group == 0 ? env_.comm() : groups_.at(c.group - 1).comm;
         using kind = detail::device_pool::process_collective::kind;
         if (c.what == kind::all_to_all) {
-          detail::mpi_alltoall_rounds(comm, c.send, c.recv, c.count);
+          detail::mpi_alltoall_rounds(comm, c.send, c.recv, c.count, c.op == 1);
           return;
         }
         MPI_Datatype const type = detail::mpi_type_of(c.dtype);

@@ -594,7 +594,9 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
         [&](std::size_t i) {
           if (direct) return;
           // Piece for destination rank d at [d][i]: d's process gets [its local devices][ours].
+          // This process's own pieces are not sent: finish copies them from the inputs.
           for (std::size_t d = 0; d < k; ++d) {
+            if (d / local == pg.rank) continue;
             start[split] = d * piece[split];
             copy_box(static_cast<T const*>(r.mine[i].data), shape, std::span<std::size_t const>(start),
                      packed() + (d * local + i) * pc,
@@ -606,6 +608,7 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
         [&] {
           device_pool::process_collective c;
           c.what = device_pool::process_collective::kind::all_to_all;
+          c.op = direct ? 0 : 1;  // packed: this process's own block stays out of MPI
           c.dtype = 1;
           c.group = pg.handle;
           c.send = direct ? r.mine[0].data : packed();
@@ -616,15 +619,24 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
         [&](std::size_t i) {
           if (direct) return;
           // From process q, device j's piece for us: [q][i][j]; it lands at source rank q * local + j.
+          // From this process, straight from device j's input.
+          std::vector<std::size_t> from(shape.size(), 0);
+          from[split] = (pg.rank * local + i) * piece[split];
           for (std::size_t q = 0; q < k / local; ++q)
             for (std::size_t j = 0; j < local; ++j) {
               start[concat] = (q * local + j) * piece[concat];
-              copy_box(received() + q * block + (i * local + j) * pc, std::span<std::size_t const>(piece),
-                       std::span<std::size_t const>(zero), static_cast<T*>(r.mine[i].out),
-                       std::span<std::size_t const>(out_shape),
-                       std::span<std::size_t const>(start), std::span<std::size_t const>(piece),
-                       std::span<std::size_t>(scratch));
+              if (q == pg.rank)
+                copy_box(static_cast<T const*>(r.mine[j].data), shape, std::span<std::size_t const>(from),
+                         static_cast<T*>(r.mine[i].out), std::span<std::size_t const>(out_shape),
+                         std::span<std::size_t const>(start), std::span<std::size_t const>(piece),
+                         std::span<std::size_t>(scratch));
+              else
+                copy_box(received() + q * block + (i * local + j) * pc, std::span<std::size_t const>(piece),
+                         std::span<std::size_t const>(zero), static_cast<T*>(r.mine[i].out),
+                         std::span<std::size_t const>(out_shape), std::span<std::size_t const>(start),
+                         std::span<std::size_t const>(piece), std::span<std::size_t>(scratch));
             }
+          start[concat] = 0;
         });
     return;
   }

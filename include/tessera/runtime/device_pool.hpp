@@ -168,7 +168,7 @@ class device_pool {
   struct process_collective {
     enum class kind : std::uint8_t { all_reduce, reduce_scatter, all_to_all };
     kind what = kind::all_reduce;
-    std::uint8_t op = 0;         // all_reduce, reduce_scatter: 0 sum, 1 max, 2 min (all_to_all: bytes)
+    std::uint8_t op = 0;         // all_reduce, reduce_scatter: 0 sum, 1 max, 2 min; all_to_all: 1 to leave this process's block out
     std::uint32_t dtype = 0;     // the elements' dtype_code (all_to_all: 1, bytes)
     std::size_t group = 0;       // a handle from process_groups
     void const* send = nullptr;  // nullptr: in place, in `recv` (all_reduce)

@@ -221,32 +221,46 @@ inline void mpi_reduce_scatter_rounds(MPI_Comm comm, void const* send, void* rec
 }
 
 /// MPI_Ialltoall of `bytes` bytes to each process of comm (`send` and `recv` hold one block per
-/// process, in rank order), in rounds where the whole exceeds mpi_max_bytes_per_call.
-inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t bytes) {
-  int size = 1;
+/// process, in rank order), in rounds where the whole exceeds mpi_max_bytes_per_call. With
+/// `skip_self`, this process's own block is not moved (the caller copies it where it belongs):
+/// MPI_Ialltoallv with a count of 0 for it.
+inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t bytes, bool skip_self = false) {
+  int size = 1, me = 0;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  mpi_check(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
   auto const p = static_cast<std::size_t>(size);
   std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
   auto const* in = static_cast<std::byte const*>(send);
   auto* out = static_cast<std::byte*>(recv);
-  if (bytes * p <= limit) {
+  auto exchange = [&](std::byte const* from, std::byte* to, std::size_t n) {
     MPI_Request req{};
-    int const n = static_cast<int>(bytes);
-    mpi_check(MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm, &req), "MPI_Ialltoall");
-    mpi_wait(comm, req, "MPI_Ialltoall");
+    if (!skip_self) {
+      mpi_check(MPI_Ialltoall(from, static_cast<int>(n), MPI_BYTE, to, static_cast<int>(n), MPI_BYTE, comm, &req),
+                "MPI_Ialltoall");
+      mpi_wait(comm, req, "MPI_Ialltoall");
+      return;
+    }
+    std::vector<int> counts(p, static_cast<int>(n)), displs(p);
+    counts[static_cast<std::size_t>(me)] = 0;
+    for (std::size_t r = 0; r < p; ++r) displs[r] = static_cast<int>(r * n);
+    mpi_check(MPI_Ialltoallv(from, counts.data(), displs.data(), MPI_BYTE, to, counts.data(), displs.data(), MPI_BYTE,
+                             comm, &req),
+              "MPI_Ialltoallv");
+    mpi_wait(comm, req, "MPI_Ialltoallv");
+  };
+  if (bytes * p <= limit) {
+    exchange(in, out, bytes);
     return;
   }
   std::size_t const step = limit / p;
   std::vector<std::byte> packed(step * p), received(step * p);
   for (std::size_t off = 0; off < bytes; off += step) {
     std::size_t const n = std::min(step, bytes - off);
-    for (std::size_t r = 0; r < p; ++r) std::memcpy(packed.data() + r * n, in + r * bytes + off, n);
-    MPI_Request req{};
-    mpi_check(MPI_Ialltoall(packed.data(), static_cast<int>(n), MPI_BYTE, received.data(), static_cast<int>(n), MPI_BYTE,
-                            comm, &req),
-              "MPI_Ialltoall");
-    mpi_wait(comm, req, "MPI_Ialltoall");
-    for (std::size_t r = 0; r < p; ++r) std::memcpy(out + r * bytes + off, received.data() + r * n, n);
+    for (std::size_t r = 0; r < p; ++r)
+      if (!skip_self || r != static_cast<std::size_t>(me)) std::memcpy(packed.data() + r * n, in + r * bytes + off, n);
+    exchange(packed.data(), received.data(), n);
+    for (std::size_t r = 0; r < p; ++r)
+      if (!skip_self || r != static_cast<std::size_t>(me)) std::memcpy(out + r * bytes + off, received.data() + r * n, n);
   }
 }
 
