@@ -1,7 +1,8 @@
-// Fused tracers (autodiff/tracer.hpp, tracer<A, E>): an element-wise result keeps its forward
-// expression and is recomputed inside the passes that read it. These tests check that the
-// values and gradients stay right where fusion is used, refused (over max_fused_leaves) or
-// mixed with products, and that the seed's step no longer pays a pass per element-wise node.
+// Forward values computed in the prelude of the pass that first reads them (expr/evaluate.hpp's
+// pass_prelude, autodiff/tracer.hpp's node::schedule): an element-wise result under grad costs
+// no dispatch of its own. These tests check the gradients where such values are read by
+// element-wise passes, by products and by reductions, on devices whose block of the reading pass
+// is empty, and that the seed's step no longer pays a dispatch per element-wise node.
 
 #include <cmath>
 #include <cstddef>
@@ -39,7 +40,7 @@ long dispatches(F const& f) {
 
 }  // namespace
 
-TEST_CASE("fused tracers: the seed's logistic gradient makes no more dispatches than the hand-written one", "[grad]") {
+TEST_CASE("values in a pass's prelude: the seed's logistic gradient makes no more dispatches than the hand-written one", "[grad]") {
   tessera::runtime rt{4};
   int const devices = GENERATE(1, 2, 4);
   std::size_t const B = 4 * static_cast<std::size_t>(devices) + 4, D = 6;
@@ -81,11 +82,11 @@ TEST_CASE("fused tracers: the seed's logistic gradient makes no more dispatches 
   long const by_hand = dispatches([&] { return hand(w, b); });
   long const by_grad = dispatches([&] { return with_grad(w, b); });
   INFO("hand-written: " << by_hand << " dispatches, grad: " << by_grad);
-  // Before fusion grad made 3 more: the forward `x @ w + b`, `sigmoid` and `- y` each in a pass.
+  // Before the prelude grad made 3 more: the forward `x @ w + b`, `sigmoid` and `- y` each in a pass.
   CHECK(by_grad <= by_hand);
 }
 
-TEST_CASE("fused tracers: chains past the fusion limit, values read by products and by element-wise operations",
+TEST_CASE("values in a pass's prelude: long chains, values read by products, reductions and element-wise passes",
           "[grad]") {
   tessera::runtime rt{4};
   auto const mesh = tessera::make_mesh<"X", "Y">({2, 2});
@@ -96,7 +97,7 @@ TEST_CASE("fused tracers: chains past the fusion limit, values read by products 
   auto const x = tessera::device_put(xh, xs);
   auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
 
-  SECTION("x^16 by repeated squaring: each square doubles the expression, so fusion stops at its limit") {
+  SECTION("x^16 by repeated squaring") {
     auto f = [](auto const& v) {
       auto const a = v * v;
       auto const b2 = a * a;
@@ -145,4 +146,27 @@ TEST_CASE("fused tracers: chains past the fusion limit, values read by products 
     xt::xtensor<double, 2> const expect = tessera::to_host(ct) * (xt::cos(xh) * xh + xt::sin(xh));
     CHECK(max_abs_diff(tessera::to_host(gx), expect) < 1e-14);
   }
+}
+
+TEST_CASE("values in a pass's prelude: a replicated value computed on a device whose block of the pass is empty",
+          "[grad]") {
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"X">({4});
+  // 3 rows on 4 devices: the last device holds no row of x, but all of v = tanh(w).
+  auto const xh = values<2>({3, 4}, 0.3);
+  auto const wh = values<1>({4}, 0.8);
+  auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X", none>{}));
+  auto const w = tessera::device_put(wh, tessera::named_sharding(mesh, P<>{}));
+  auto f = [&](auto const& w_) {
+    auto const v = tessera::tanh(w_);
+    auto const u = x * v;
+    return tessera::sum(u * u);
+  };
+  auto const [value, g] = tessera::value_and_grad(f)(w);
+  auto const host_f = [&](xt::xtensor<double, 1> const& w_) {
+    xt::xtensor<double, 2> const u = xh * xt::tanh(w_);
+    return double(xt::sum(u * u)());
+  };
+  CHECK(std::abs(double(tessera::to_host(value)()) - host_f(wh)) < 1e-12);
+  CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host_f, wh)) < 1e-6);
 }

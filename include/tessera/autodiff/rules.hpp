@@ -120,7 +120,7 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator+(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), fused_of(a) + fused_of(b), [a, b](auto const& g, auto const&) {
+  return record(tape_of(a, b), primal_of(a) + primal_of(b), [a, b](auto const& g, auto const&) {
     contribute(a, [&] { return g; });
     contribute(b, [&] { return g; });
   });
@@ -131,7 +131,7 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator-(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), fused_of(a) - fused_of(b), [a, b](auto const& g, auto const&) {
+  return record(tape_of(a, b), primal_of(a) - primal_of(b), [a, b](auto const& g, auto const&) {
     contribute(a, [&] { return g; });
     contribute(b, [&] { return -g; });
   });
@@ -142,20 +142,20 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator*(A const& a, B const& b) {
   using namespace detail::ad;
-  auto y = record(tape_of(a, b), fused_of(a) * fused_of(b), [a, b](auto const& g, auto const&) {
+  auto y = record(tape_of(a, b), primal_of(a) * primal_of(b), [a, b](auto const& g, auto const&) {
     if constexpr (std::is_same_v<A, B> && traced_value<A>) {
       if (a.node() == b.node()) {
         // x * x (the square in a squared error): one contribution 2 g x, one pass where the two
         // contributions and their sum took three; bitwise the same (g x + x g == 2 (g x)).
-        contribute(a, [&] { return g * fused_of(a) * typename A::value_type(2); });
+        contribute(a, [&] { return g * primal_of(a) * typename A::value_type(2); });
         return;
       }
     }
-    contribute(a, [&] { return g * fused_of(b); });
-    contribute(b, [&] { return fused_of(a) * g; });
+    contribute(a, [&] { return g * primal_of(b); });
+    contribute(b, [&] { return primal_of(a) * g; });
   });
   if constexpr (std::is_same_v<A, B> && traced_value<A>) {
-    if constexpr (std::is_same_v<typename decltype(y)::array_type, typename A::array_type>)
+    if constexpr (std::is_same_v<decltype(y), A>)
       if (a.node() == b.node()) y.node()->square_of = a.node();
   }
   return y;
@@ -166,9 +166,9 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator/(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), fused_of(a) / fused_of(b), [a, b](auto const& g, auto const& y) {
-    contribute(a, [&] { return g / fused_of(b); });
-    contribute(b, [&] { return -(g * y()) / fused_of(b); });
+  return record(tape_of(a, b), primal_of(a) / primal_of(b), [a, b](auto const& g, auto const& y) {
+    contribute(a, [&] { return g / primal_of(b); });
+    contribute(b, [&] { return -(g * y()) / primal_of(b); });
   });
 }
 
@@ -176,7 +176,7 @@ auto operator/(A const& a, B const& b) {
 template <traced_value X>
 auto operator-(X const& x) {
   using namespace detail::ad;
-  return record(tape_of(x), -fused_of(x), [x](auto const& g, auto const&) { contribute(x, [&] { return -g; }); });
+  return record(tape_of(x), -primal_of(x), [x](auto const& g, auto const&) { contribute(x, [&] { return -g; }); });
 }
 
 // Comparisons: plain boolean expressions on the primals (no derivative).
@@ -185,7 +185,7 @@ auto operator-(X const& x) {
   template <class A, class B>                                                              \
     requires detail::ad::binary<A, B>                                                      \
   auto operator OP(A const& a, B const& b) {                                               \
-    return detail::ad::fused_of(a) OP detail::ad::fused_of(b);                           \
+    return detail::ad::primal_of(a) OP detail::ad::primal_of(b);                           \
   }
 TESSERA_AD_COMPARISON(==)
 TESSERA_AD_COMPARISON(!=)
@@ -202,8 +202,8 @@ TESSERA_AD_COMPARISON(>=)
   template <traced_value X>                                                                        \
   auto NAME(X const& x) {                                                                          \
     using namespace detail::ad;                                                                    \
-    return record(tape_of(x), tessera::NAME(fused_of(x)), [x](auto const& g, auto const& y) {       \
-      auto const p = fused_of(x);                                                                 \
+    return record(tape_of(x), tessera::NAME(primal_of(x)), [x](auto const& g, auto const& y) {       \
+      auto const p = primal_of(x);                                                                 \
       (void)p;                                                                                     \
       (void)y;                                                                                     \
       contribute(x, [&] { return CONTRIBUTION; });                                                 \
@@ -229,8 +229,8 @@ namespace detail::ad {
 /// a tie (JAX's _balanced_eq).
 template <class A, class B, class G, class Y>
 void balanced_choice(A const& a, B const& b, G const& g, Y const& y) {
-    contribute(a, [&] { return tessera::where(fused_of(a) == y(), tessera::where(fused_of(b) == y(), 0.5 * g, g), 0); });
-    contribute(b, [&] { return tessera::where(fused_of(b) == y(), tessera::where(fused_of(a) == y(), 0.5 * g, g), 0); });
+    contribute(a, [&] { return tessera::where(primal_of(a) == y(), tessera::where(primal_of(b) == y(), 0.5 * g, g), 0); });
+    contribute(b, [&] { return tessera::where(primal_of(b) == y(), tessera::where(primal_of(a) == y(), 0.5 * g, g), 0); });
 }
 }  // namespace detail::ad
 
@@ -239,7 +239,7 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto maximum(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), tessera::maximum(fused_of(a), fused_of(b)), [a, b](auto const& g, auto const& y) {
+  return record(tape_of(a, b), tessera::maximum(primal_of(a), primal_of(b)), [a, b](auto const& g, auto const& y) {
     balanced_choice(a, b, g, y);
   });
 }
@@ -249,7 +249,7 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto minimum(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), tessera::minimum(fused_of(a), fused_of(b)), [a, b](auto const& g, auto const& y) {
+  return record(tape_of(a, b), tessera::minimum(primal_of(a), primal_of(b)), [a, b](auto const& g, auto const& y) {
     balanced_choice(a, b, g, y);
   });
 }
@@ -267,18 +267,18 @@ template <class A, class B>
   requires detail::ad::binary<A, B>
 auto pow(A const& a, B const& b) {
   using namespace detail::ad;
-  return record(tape_of(a, b), tessera::pow(fused_of(a), fused_of(b)), [a, b](auto const& g, auto const& y) {
+  return record(tape_of(a, b), tessera::pow(primal_of(a), primal_of(b)), [a, b](auto const& g, auto const& y) {
     if constexpr (traced_value<A>) {
       contribute(a, [&] {
-        auto const& pa = fused_of(a);
-        auto const& pb = fused_of(b);
+        auto const& pa = primal_of(a);
+        auto const& pb = primal_of(b);
         return g * tessera::where(pb == 0, 0, pb * tessera::pow(pa, pb - 1));
       });
     }
     if constexpr (traced_value<B>) {
       contribute(b, [&] {
         if constexpr (std::is_arithmetic_v<A>) return g * std::log(a == 0 ? A(1) : a) * y();
-        else return g * tessera::log(tessera::where(fused_of(a) == 0, 1, fused_of(a))) * y();
+        else return g * tessera::log(tessera::where(primal_of(a) == 0, 1, primal_of(a))) * y();
       });
     }
   });
@@ -291,12 +291,12 @@ template <class C, class A, class B>
 auto where(C const& c, A const& a, B const& b) {
   using namespace detail::ad;
   if constexpr (!traced_value<A> && !traced_value<B>) {
-    return tessera::where(fused_of(c), a, b);
+    return tessera::where(primal_of(c), a, b);
   } else {
-    return record(tape_of(a, b), tessera::where(fused_of(c), fused_of(a), fused_of(b)),
+    return record(tape_of(a, b), tessera::where(primal_of(c), primal_of(a), primal_of(b)),
                   [c, a, b](auto const& g, auto const&) {
-                    contribute(a, [&] { return tessera::where(fused_of(c), g, 0); });
-                    contribute(b, [&] { return tessera::where(fused_of(c), 0, g); });
+                    contribute(a, [&] { return tessera::where(primal_of(c), g, 0); });
+                    contribute(b, [&] { return tessera::where(primal_of(c), 0, g); });
                   });
   }
 }
@@ -307,37 +307,24 @@ template <element_type T, traced_value X>
 auto astype(X const& x) {
   using namespace detail::ad;
   if constexpr (std::is_floating_point_v<T>) {
-    return record(tape_of(x), tessera::astype<T>(fused_of(x)), [x](auto const& g, auto const&) {
+    return record(tape_of(x), tessera::astype<T>(primal_of(x)), [x](auto const& g, auto const&) {
       contribute(x, [&] { return g; });
     });
   } else {
-    return tessera::astype<T>(fused_of(x));
+    return tessera::astype<T>(primal_of(x));
   }
 }
 
 // ---- reductions --------------------------------------------------------------------------------
 
-namespace detail::ad {
-/// d of a square d * d (its node's square_of): d's expression where the square keeps one
-/// (fused into the reduction's backward pass), otherwise d's value.
-template <class X>
-auto square_base(X const& x) {
-  if constexpr (requires { std::get<0>(x.expression().operands()); }) {
-    return std::get<0>(x.expression().operands());
-  } else {
-    return primal_of(tracer<typename X::array_type>(x.node()->square_of));
-  }
-}
-}  // namespace detail::ad
-
 /// jnp.sum of a tracer: g spread over the reduced dimensions.
 template <std::size_t... Axes, traced_value X>
 auto sum(X const& x) {
   using namespace detail::ad;
-  return record(tape_of(x), tessera::sum<Axes...>(fused_of(x)), [x](auto const& g, auto const&) {
+  return record(tape_of(x), tessera::sum<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
     if (auto const& base = x.node()->square_of) {  // sum(d * d): 2 d g, one pass (see node::square_of)
-      tracer<typename X::array_type> const d(base);
-      contribute(d, [&] { return spread<Axes...>(g, layout_of(x)) * square_base(x) * typename X::value_type(2); });
+      X const d(base);
+      contribute(d, [&] { return spread<Axes...>(g, layout_of(x)) * primal_of(d) * typename X::value_type(2); });
       return;
     }
     contribute(x, [&] { return spread<Axes...>(g, layout_of(x)); });
@@ -348,11 +335,11 @@ auto sum(X const& x) {
 template <std::size_t... Axes, traced_value X>
 auto mean(X const& x) {
   using namespace detail::ad;
-  return record(tape_of(x), tessera::mean<Axes...>(fused_of(x)), [x](auto const& g, auto const&) {
+  return record(tape_of(x), tessera::mean<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
     if (auto const& base = x.node()->square_of) {  // mean(d * d): 2 d g / n, one pass (see node::square_of)
-      tracer<typename X::array_type> const d(base);
+      X const d(base);
       contribute(d, [&] {
-        return spread<Axes...>(g, layout_of(x)) / reduced_count<Axes...>(layout_of(x)) * square_base(x) *
+        return spread<Axes...>(g, layout_of(x)) / reduced_count<Axes...>(layout_of(x)) * primal_of(d) *
                typename X::value_type(2);
       });
       return;

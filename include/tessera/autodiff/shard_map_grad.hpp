@@ -33,8 +33,8 @@
 namespace tessera {
 namespace detail {
 
-template <class A, class E>
-struct traced_argument<tracer<A, E>> : std::true_type {};
+template <class A>
+struct traced_argument<tracer<A>> : std::true_type {};
 
 namespace ad {
 

@@ -34,7 +34,7 @@
 
 namespace tessera {
 
-template <class A, class E = void>
+template <class A>
 class tracer;
 
 namespace detail::ad {
@@ -325,6 +325,7 @@ struct node {
     std::call_once(once, [&] {
       if (!value) value.emplace(make());
     });
+    if (!value) value.emplace(make());  // the pass that was to compute it failed (see schedule)
     return *value;
   }
 
@@ -333,6 +334,10 @@ struct node {
   // then sends its cotangent straight to x (2 x g, one pass), skipping this node's.
   std::shared_ptr<node<A>> square_of;
   std::function<A()> make;
+  // Set for a value computed element by element from values in the same layout's blocks: it can
+  // be computed at the start of the pass that first reads it (expr/evaluate.hpp's pass_prelude)
+  // instead of in a dispatch of its own, as XLA fuses element-wise producers into their consumer.
+  std::function<void(pass_prelude&)> schedule;
   std::once_flag once;
   std::optional<A> value;
   cotangent<A> ct;
@@ -340,15 +345,15 @@ struct node {
 
 template <class T>
 struct is_tracer : std::false_type {};
-template <class A, class E>
-struct is_tracer<tracer<A, E>> : std::true_type {};
+template <class A>
+struct is_tracer<tracer<A>> : std::true_type {};
 
 }  // namespace detail::ad
 
 /// A value traced by grad, value_and_grad or vjp (JAX's JVPTracer): the function's
 /// arguments, and the result of every operation on them.
 template <class A>
-class tracer<A, void> {
+class tracer {
  public:
   using array_type = A;
   using value_type = typename A::value_type;
@@ -378,25 +383,9 @@ class tracer<A, void> {
 template <class X>
 concept traced_value = detail::ad::is_tracer<std::remove_cvref_t<X>>::value;
 
-/// A traced element-wise result that keeps its forward expression E (JAX's JVPTracer, as
-/// tracer<A>): element-wise operations that read it compute it inside their own pass, and its
-/// backward rule recomputes it, instead of a pass of its own (XLA fuses cheap element-wise
-/// producers into their consumers the same way). Products, reductions and layout changes read
-/// the node's value, computed once.
-template <class A, class E>
-class tracer : public tracer<A, void> {
- public:
-  tracer(std::shared_ptr<detail::ad::node<A>> n, E e) : tracer<A, void>(std::move(n)), e_(std::move(e)) {}
-  /// The forward expression on the operands' values.
-  E const& expression() const { return e_; }
-
- private:
-  E e_;
-};
-
 /// Tracers bring their own operators: not rejected as non-operands by the expression layer.
-template <class A, class E>
-inline constexpr bool has_own_operators<tracer<A, E>> = true;
+template <class A>
+inline constexpr bool has_own_operators<tracer<A>> = true;
 
 namespace detail::ad {
 
@@ -419,6 +408,10 @@ class deferred : public expression_tag {
   A const& result() const { return n_->primal(); }
   auto evaluate() const { return result(); }
   void prepare() const { (void)n_->primal(); }
+  /// A value not computed yet is computed in the prelude of the pass that reads it, where it can be.
+  void schedule_into(pass_prelude& prelude) const {
+    if (planning == nullptr && !n_->value && n_->schedule) n_->schedule(prelude);
+  }
   /// While explain() plans: the pending value's own plan (its evaluation is planned, once);
   /// otherwise a value is computed when read, and has no plan of its own before.
   void plan(std::vector<collective_event>&) const {
@@ -477,46 +470,6 @@ auto primal_of(X const& x) {
   }
 }
 
-/// What an operand is in an element-wise expression: a fused tracer's own expression
-/// (recomputed in the consumer's pass), otherwise as primal_of.
-template <class X>
-auto fused_of(X const& x) {
-  if constexpr (requires { x.expression(); }) return x.expression();
-  else return primal_of(x);
-}
-
-/// How many leaves an expression has if its evaluation can be repeated inside another pass
-/// (element-wise nodes over arrays, numbers and tracers' values), -1 if it cannot.
-template <class E>
-struct fusion_size : std::integral_constant<int, -1> {};
-template <class T, std::size_t N, class S>
-struct fusion_size<array<T, N, S>> : std::integral_constant<int, 1> {};
-template <class S>
-struct fusion_size<scalar_operand<S>> : std::integral_constant<int, 0> {};
-template <class A>
-struct fusion_size<deferred<A>> : std::integral_constant<int, 1> {};
-template <class A>
-struct fusion_size<layout_only<A>> : std::integral_constant<int, 1> {};
-template <class Op, class C, class R, class... Args>
-struct fusion_size<elementwise<Op, C, R, Args...>>
-    : std::integral_constant<int, (elementwise<Op, C, R, Args...>::partial_node || ((fusion_size<Args>::value < 0) || ...))
-                                      ? -1
-                                      : (0 + ... + fusion_size<Args>::value)> {};
-
-/// The most leaves a fused tracer's expression may have: each consumer recomputes it, and a
-/// chain like x2 = x1 * x1, x3 = x2 * x2 would double it at every step.
-inline constexpr int max_fused_leaves = 8;
-
-template <class E>
-struct is_elementwise_node : std::false_type {};
-template <class Op, class C, class R, class... Args>
-struct is_elementwise_node<elementwise<Op, C, R, Args...>> : std::true_type {};
-
-/// Whether an operation's forward expression E is kept by its tracer (see tracer<A, E>).
-template <class E>
-inline constexpr bool fusible =
-    is_elementwise_node<E>::value && fusion_size<E>::value >= 1 && fusion_size<E>::value <= max_fused_leaves;
-
 /// A tracer's shape and layout as zeros (see layout_only).
 template <class X>
 auto layout_of(X const& x) {
@@ -547,6 +500,60 @@ std::shared_ptr<tape> tape_of(X const&... x) {
   return t;
 }
 
+/// Whether a node of type A computed by E can be computed in a pass's prelude: E is an
+/// element-wise tree over arrays, numbers and other nodes' values (each device reads only its
+/// own blocks), with A's layout as its own.
+template <class E>
+struct prelude_leaves : std::false_type {};
+template <class T, std::size_t N, class S>
+struct prelude_leaves<array<T, N, S>> : std::true_type {};
+template <class S>
+struct prelude_leaves<scalar_operand<S>> : std::true_type {};
+template <class A>
+struct prelude_leaves<deferred<A>> : std::true_type {};
+template <class A>
+struct prelude_leaves<layout_only<A>> : std::true_type {};
+template <class Op, class C, class R, class... Args>
+struct prelude_leaves<elementwise<Op, C, R, Args...>>
+    : std::bool_constant<!elementwise<Op, C, R, Args...>::partial_node && (prelude_leaves<Args>::value && ...)> {};
+template <class E, class A>
+inline constexpr bool in_prelude =
+    prelude_leaves<E>::value && std::is_same_v<array_of_t<E>, A> && !std::is_same_v<E, deferred<A>>;
+
+/// The node's schedule (see node::schedule): its own unread values first, then its storage,
+/// whose blocks the prelude's step writes on each device before the pass reads them.
+template <class A, class E>
+std::function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>> w, E const& e) {
+  return [w, e](pass_prelude& prelude) {
+    auto n = w.lock();
+    if (!n || n->value) return;
+    schedule_leaves(e, prelude);
+    e.prepare();  // what cannot be computed in the prelude (a product the expression reads) is computed now
+    using T = typename A::value_type;
+    using S = typename A::sharding_type;
+    constexpr std::size_t N = A::rank;
+    constexpr std::size_t Q = N == 0 ? 1 : N;
+    S const s(e.mesh());
+    auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, e.shape(), pool_for(s, "grad"), {}});
+    st->buffers.resize(s.num_devices());
+    n->value.emplace(A(st));
+    prelude.steps.push_back([st, e](std::size_t pos) {
+      auto const block = st->sharding.block(pos, st->shape);
+      auto const rb = eval_block<Q>(block);
+      int const device = st->sharding.device_ids()[pos];
+      device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(device));
+      if (buf.size() != 0) {
+        auto cur = cursor_of<Q>(e, pos, rb, eval_shape<Q>(st->shape));
+        fill_block<T, Q>(cur, buf.data(), block_shape(rb));
+      }
+      st->buffers[pos] = std::move(buf);
+    });
+    prelude.on_failure.push_back([w] {
+      if (auto p = w.lock()) p->value.reset();
+    });
+  };
+}
+
 /// The tracer of an operation's result: `e` is the forward expression on the operands'
 /// primals, `backward(g, y)` adds the operands' contributions for the result's cotangent g (an
 /// array of the result's type; y gives the forward value when a rule needs it).
@@ -554,27 +561,21 @@ template <class E, class Backward>
 auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
   using A = decltype(tessera::eval(e));
   auto n = std::make_shared<node<A>>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
-  if constexpr (is_array<E>::value) n->value.emplace(std::move(e));
-  else n->make = [e] { return as_array<A>(e); };
+  if constexpr (is_array<E>::value) {
+    n->value.emplace(std::move(e));
+  } else {
+    if constexpr (in_prelude<E, A>) n->schedule = prelude_step<A>(std::weak_ptr<node<A>>(n), e);
+    n->make = [e = std::move(e)] { return as_array<A>(e); };
+  }
   t->on_reset([w = std::weak_ptr<node<A>>(n)] {
     if (auto p = w.lock()) p->ct.clear();
   });
-  if constexpr (fusible<E>) {
-    // The backward rule reads the result as its expression, recomputed in the rule's own pass.
-    t->record([n, e, backward = std::move(backward)] {
-      std::optional<A> g = n->ct.take();
-      if (!g) return;
-      backward(*g, [&]() -> E const& { return e; });
-    });
-    return tracer<A, E>(std::move(n), std::move(e));
-  } else {
-    t->record([n, backward = std::move(backward)] {
-      std::optional<A> g = n->ct.take();
-      if (!g) return;  // nothing depends on this value
-      backward(*g, [&]() -> A const& { return n->primal(); });
-    });
-    return tracer<A>(std::move(n));
-  }
+  t->record([n, backward = std::move(backward)] {
+    std::optional<A> g = n->ct.take();
+    if (!g) return;  // nothing depends on this value
+    backward(*g, [&]() -> A const& { return n->primal(); });
+  });
+  return tracer<A>(std::move(n));
 }
 
 /// A leaf of the traced program: one of the arguments grad differentiates.

@@ -7,10 +7,13 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/device_put.hpp"
@@ -34,10 +37,49 @@ shape_t<Q> eval_shape(shape_t<N> const& shape) {
   else return shape;
 }
 
+/// Work each device does at the start of a pass, before its own block: the blocks of values
+/// the pass reads that nothing has computed yet and that can be computed block by block
+/// (autodiff's deferred forward values, autodiff/tracer.hpp), so that they cost no dispatch of
+/// their own. Each step writes the block at the device's position; steps run in order.
+struct pass_prelude {
+  std::vector<std::function<void(std::size_t pos)>> steps;
+  /// Undoes what the steps were to compute when the pass does not run to its end.
+  std::vector<std::function<void()>> on_failure;
+};
+
+/// Offers the values an element-wise tree reads directly (not through a reduction, a product or
+/// a move, which are computed before the pass) to the prelude of its pass: a leaf with
+/// `schedule_into(prelude)` adds its steps there if it can.
+template <class E>
+void schedule_leaves(E const& e, pass_prelude& prelude) {
+  if constexpr (requires { e.schedule_into(prelude); }) {
+    e.schedule_into(prelude);
+  } else if constexpr (requires { e.operands(); }) {
+    if constexpr (operand_traits<E>::unreduced.is_none())
+      std::apply([&](auto const&... a) { (schedule_leaves(a, prelude), ...); }, e.operands());
+  }
+}
+
+/// Whether an element-wise tree reads a value that schedule_leaves could offer to a prelude
+/// (only autodiff's deferred values can be: other expressions keep the plain pass).
+template <class E>
+constexpr bool reads_prelude_values() {
+  if constexpr (requires(E const& e, pass_prelude& p) { e.schedule_into(p); }) {
+    return true;
+  } else if constexpr (requires(E const& e) { e.operands(); }) {
+    using operands = std::remove_cvref_t<decltype(std::declval<E const&>().operands())>;
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (reads_prelude_values<std::tuple_element_t<I, operands>>() || ...);
+    }(std::make_index_sequence<std::tuple_size_v<operands>>{});
+  } else {
+    return false;
+  }
+}
+
 /// One fused pass per device over its block of E's result, reading the cursor `Partial` picks
-/// (the node's partial values, or its summed ones).
+/// (the node's partial values, or its summed ones), after the prelude's steps if there is one.
 template <bool Partial, class E>
-auto fill_pass(E const& e) {
+auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) {
   using A = array_of_t<E>;
   using T = typename A::value_type;
   using S = typename A::sharding_type;
@@ -46,14 +88,20 @@ auto fill_pass(E const& e) {
   S const s(e.mesh());
   shape_t<N> const shape = e.shape();
   shape_t<Q> const rs = eval_shape<Q>(shape);
-  return build_array<T, N, S>(s, shape, "evaluate", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+  auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+    if (prelude != nullptr) {
+      for (auto const& step : prelude->steps) step(pos);
+      if (out == nullptr) return;  // an empty block of the result: only the prelude's values to make
+    }
     auto const rb = eval_block<Q>(block);
     auto cur = [&] {
       if constexpr (Partial) return e.template partial_cursor<Q>(pos, rb, rs);
       else return cursor_of<Q>(e, pos, rb, rs);
     }();
     fill_block<T, Q>(cur, out, block_shape(rb));
-  });
+  };
+  if (prelude != nullptr) return build_array<T, N, S, true>(s, shape, "evaluate", fill);
+  return build_array<T, N, S>(s, shape, "evaluate", fill);
 }
 
 template <class E>
@@ -62,9 +110,19 @@ auto evaluate(E const& e) {
     return e;
   } else if constexpr (requires { e.result(); }) {
     return e.result();  // a node that materialises itself (a reduction, a product, a move, a partial sum)
-  } else {
+  } else if constexpr (!reads_prelude_values<E>()) {
     e.prepare();
     return fill_pass<false>(e);
+  } else {
+    pass_prelude prelude;
+    try {
+      schedule_leaves(e, prelude);
+      e.prepare();
+      return fill_pass<false>(e, prelude.steps.empty() ? nullptr : &prelude);
+    } catch (...) {
+      for (auto const& undo : prelude.on_failure) undo();
+      throw;
+    }
   }
 }
 
