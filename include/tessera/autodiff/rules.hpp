@@ -436,6 +436,31 @@ auto with_sharding_constraint(X const& x, named_sharding<M, P<D...>> const& s) {
   });
 }
 
+namespace detail::ad {
+/// b laid out by sharding s (device_put), or only its plan and a placeholder while explain() plans.
+template <class A, class B, class S>
+A moved_to(B const& b, S const& s) {
+  if (planning != nullptr) {
+    auto const e = reshard_events<typename A::value_type, A::rank>(b.shape(), b.sharding(), dim_spec{}, s);
+    planning->insert(planning->end(), e.begin(), e.end());
+    return placeholder<A>(s, b.shape());
+  }
+  return tessera::device_put(b, s);
+}
+}  // namespace detail::ad
+
+/// jax.device_put(x, sharding) of a tracer: the value laid out by the sharding, on its mesh's
+/// devices; the cotangent goes back to x's devices and layout (device_put's transpose).
+template <traced_value X, class M, dim_spec... D>
+auto device_put(X const& x, named_sharding<M, P<D...>> const& s) {
+  using namespace detail::ad;
+  using A = typename X::array_type;
+  using moved = array<typename A::value_type, A::rank, named_sharding<M, P<D...>>>;
+  return record(tape_of(x), moved_to<moved>(x.primal(), s), [x](auto const& g, auto const&) {
+    contribute(x, [&] { return moved_to<A>(g, x.sharding()); });
+  });
+}
+
 // ---- products ----------------------------------------------------------------------------------
 
 namespace detail::ad {
