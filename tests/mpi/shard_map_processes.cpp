@@ -5,7 +5,8 @@
 // across processes with the global-view gradient; collective_counter in every process; and
 // processes in different collectives throw collective_mismatch in every process (checked mode).
 // The collectives also run unchecked, in int32 on meshes in process order (MPI's own calls) and
-// interleaved (the gathered path), and with MPI's calls cut into rounds of a few bytes.
+// interleaved (the gathered path), and with MPI's calls cut into rounds of a few bytes; with the
+// argument "uneven", processes of 1, 2, ... devices.
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
 #include <algorithm>
@@ -357,7 +358,38 @@ void check_mismatch(tessera::distributed::runtime& rt, std::size_t n) {
 
 }  // namespace
 
+/// Processes with different numbers of devices (process p has p + 1): the groups are not whole
+/// processes of one size, so every collective takes the gathered path (MPI_Iallgatherv of
+/// uneven shares), checked and unchecked, and in rounds.
+int uneven(int argc, char** argv) {
+  int rank = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &rank);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int total = 0, size = 1;
+  {
+    tessera::distributed::runtime rt{rank + 1};
+    me = rt.process_index();
+    size = rt.process_count();
+    std::vector<int> ids(static_cast<std::size_t>(rt.device_count()));
+    for (std::size_t q = 0; q < ids.size(); ++q) ids[q] = static_cast<int>(q);
+    for (bool checked : {true, false}) {
+      rt.set_checked_collectives(checked);
+      check_layout(ids, checked ? "uneven, checked," : "uneven, unchecked,");
+    }
+    auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
+    tessera::detail::mpi_max_bytes_per_call.store(20);
+    check_layout(ids, "uneven, 20-byte rounds,");
+    tessera::detail::mpi_max_bytes_per_call.store(keep);
+    int const mine = failures;
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, rt.communicator());
+  }
+  MPI_Finalize();
+  if (rank == 0) std::printf("shard_map_processes: %d processes of 1 to %d devices, %d failures\n", size, size, total);
+  return total == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "uneven") return uneven(argc, argv);
   int const k = argc > 1 ? std::atoi(argv[1]) : 2;
   int total = 0, rank = 0, size = 1;
   {
