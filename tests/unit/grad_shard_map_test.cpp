@@ -293,6 +293,51 @@ TEST_CASE("grad through shard_map: element-wise rules, reductions and transpose 
   CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, xh)) < 1e-6);
 }
 
+TEST_CASE("grad through shard_map: maximum, minimum, max and min against finite differences, ties as JAX shares them") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({2});
+  auto const body = [](auto const& v) {
+    auto const m = tessera::maximum(v, 0.25) * tessera::minimum(0.5, v);          // with numbers
+    auto const r = tessera::max<1>(m) + tessera::min<0>(tessera::maximum(v, m)); // [rows] + [cols]: rows == cols
+    return tessera::psum<"X">(tessera::sum(r * r) + tessera::max(tessera::abs(v)));
+  };
+  auto const sm = tessera::shard_map(body, mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+  auto const host = [](xt::xtensor<double, 2> const& v) {
+    double total = 0;
+    for (std::size_t blk = 0; blk < 2; ++blk) {
+      xt::xtensor<double, 2> const vb = xt::view(v, xt::range(3 * blk, 3 * blk + 3), xt::all());
+      xt::xtensor<double, 2> const m = xt::maximum(vb, 0.25) * xt::minimum(0.5, vb);
+      xt::xtensor<double, 1> const r = xt::amax(m, {1}) + xt::amin(xt::maximum(vb, m), {0});
+      total += double(xt::sum(r * r)()) + double(xt::amax(xt::abs(vb))());
+    }
+    return total;
+  };
+  SECTION("no ties: finite differences") {
+    xt::xtensor<double, 2> const xh = values<2>({6, 3}, 0.6);
+    auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const g = tessera::grad([&](auto const& v) { return sm(v); })(x);
+    CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, xh)) < 1e-6);
+    // The body also runs on plain blocks, with the same value.
+    CHECK(std::abs(double(tessera::to_host(sm(x))()) - host(xh)) < 1e-12);
+  }
+  SECTION("ties: JAX's values (jax.grad of jnp.abs at 0 is 1, of jnp.maximum(x, c) at x == c is 1/2, of jnp.max "
+          "over k equal elements 1/k each)") {
+    auto const ties = tessera::shard_map(
+        [](auto const& v) {
+          return tessera::psum<"X">(tessera::sum(tessera::maximum(v, 1.0)) + tessera::sum(tessera::max<1>(v)) +
+                                    tessera::sum(tessera::abs(v)));
+        },
+        mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+    xt::xtensor<double, 2> const xh = {{1.0, 1.0, 0.0}, {0.0, 2.0, -1.0}};
+    auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+    auto const g = tessera::to_host(tessera::grad([&](auto const& v) { return ties(v); })(x));
+    // maximum(v, 1): 1/2 at v == 1, 1 above, 0 below; max over a row: 1/k to its k maxima; abs: sign, 1 at 0.
+    xt::xtensor<double, 2> const expect = {{0.5 + 0.5 + 1.0, 0.5 + 0.5 + 1.0, 0.0 + 0.0 + 1.0},
+                                           {0.0 + 0.0 + 1.0, 1.0 + 1.0 + 1.0, 0.0 + 0.0 - 1.0}};
+    CHECK(max_abs_diff(g, expect) == 0.0);
+  }
+}
+
 TEST_CASE("grad through shard_map: errors") {
   tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"X">({2});

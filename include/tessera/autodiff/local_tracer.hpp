@@ -233,16 +233,6 @@ local_value<T, M> unbroadcast(local_value<T, R> const& g, shape_t<M> const& s) {
   return out;
 }
 
-/// f over the elements of a and b broadcast together.
-template <class T, std::size_t A, std::size_t B, class F>
-auto zip(local_value<T, A> const& a, local_value<T, B> const& b, F f, char const* what) {
-  constexpr std::size_t R = A > B ? A : B;
-  auto out = make_value<T>(broadcast_shape<R>(a.shape, b.shape, what));
-  std::array<std::array<std::size_t, R>, 2> st{broadcast_strides<R>(a.shape), broadcast_strides<R>(b.shape)};
-  for_each_offset(out.shape, st, [&](std::size_t i, auto const& off) { out.v[i] = f(a.v[off[0]], b.v[off[1]]); });
-  return out;
-}
-
 /// A binary operation where one operand at least is a local tracer and the other a local
 /// tracer or a number.
 template <class A, class B>
@@ -402,7 +392,7 @@ auto operator-(X const& x) {
   return detail::ad::unary_op(x, [](auto v) { return -v; }, [](auto g, auto) { return -g; }, "negative");
 }
 
-// ---- element-wise functions (JAX's choices at the kinks: relu'(0) = 0, abs'(0) = 0) ----------
+// ---- element-wise functions (JAX's choices at the kinks: relu'(0) = 0, abs'(0) = 1) ----------
 
 /// jnp.exp
 template <local_traced X>
@@ -459,7 +449,27 @@ template <local_traced X>
 auto abs(X const& x) {
   using T = typename X::value_type;
   return detail::ad::unary_op(
-      x, [](T v) { return std::abs(v); }, [](T g, T v) { return v > T(0) ? g : (v < T(0) ? -g : T(0)); }, "abs");
+      x, [](T v) { return std::abs(v); }, [](T g, T v) { return v >= T(0) ? g : -g; }, "abs");  // select(x >= 0, g, -g)
+}
+
+/// jnp.maximum in a differentiated shard_map body: g to the larger operand, half to each at a tie
+/// (JAX's _balanced_eq).
+template <class A, class B>
+  requires detail::ad::local_binary<A, B>
+auto maximum(A const& a, B const& b) {
+  return detail::ad::binary_op(
+      a, b, [](auto x, auto y) { return x > y ? x : y; },
+      [](auto g, auto x, auto y) { return x > y ? g : (x == y ? g / 2 : decltype(g)(0)); },
+      [](auto g, auto x, auto y) { return y > x ? g : (x == y ? g / 2 : decltype(g)(0)); }, "maximum");
+}
+/// jnp.minimum in a differentiated shard_map body: as maximum.
+template <class A, class B>
+  requires detail::ad::local_binary<A, B>
+auto minimum(A const& a, B const& b) {
+  return detail::ad::binary_op(
+      a, b, [](auto x, auto y) { return x < y ? x : y; },
+      [](auto g, auto x, auto y) { return x < y ? g : (x == y ? g / 2 : decltype(g)(0)); },
+      [](auto g, auto x, auto y) { return y < x ? g : (x == y ? g / 2 : decltype(g)(0)); }, "minimum");
 }
 
 // ---- reductions ------------------------------------------------------------------------------
@@ -512,6 +522,41 @@ auto sum(X const& x) {
 template <std::size_t... Axes, local_traced X>
 auto mean(X const& x) {
   return detail::ad::reduce<true, Axes...>(x, "mean");
+}
+
+namespace detail::ad {
+/// max (Max) or min over Axes..., recorded: g goes to the elements equal to the result, shared
+/// equally among ties (JAX's _reduce_chooser_jvp_rule).
+template <bool Max, std::size_t... Axes, class T, std::size_t N>
+auto choose_recorded(local_tracer<T, N> const& x, char const* what) {
+  auto y = choose<Max, Axes...>(x.node()->value, what);
+  using R = decltype(y);
+  return local_record(std::move(y), x.node()->vma, [x](R g, axis_mask v) {
+    auto const& xv = x.node()->value;
+    reduction_layout<N, Axes...> const r(xv.shape);
+    auto const best = choose<Max, Axes...>(xv, "max");
+    auto ties = make_value<T>(r.shape);
+    for_each_offset(xv.shape, r.strides, [&](std::size_t i, auto const& off) {
+      if (xv.v[i] == best.v[off[0]]) ties.v[off[0]] += T(1);
+    });
+    auto c = make_value<T>(xv.shape);
+    for_each_offset(xv.shape, r.strides, [&](std::size_t i, auto const& off) {
+      c.v[i] = xv.v[i] == best.v[off[0]] ? g.v[off[0]] / ties.v[off[0]] : T(0);
+    });
+    x.node()->add(v, std::move(c));
+  }, what);
+}
+}  // namespace detail::ad
+
+/// jnp.max(x, axis=Axes) in a differentiated shard_map body (every axis when none).
+template <std::size_t... Axes, local_traced X>
+auto max(X const& x) {
+  return detail::ad::choose_recorded<true, Axes...>(x, "max");
+}
+/// jnp.min(x, axis=Axes) in a differentiated shard_map body (every axis when none).
+template <std::size_t... Axes, local_traced X>
+auto min(X const& x) {
+  return detail::ad::choose_recorded<false, Axes...>(x, "min");
 }
 
 // ---- matmul and transpose --------------------------------------------------------------------

@@ -145,6 +145,60 @@ auto mean(X const& x) {
   return detail::reduce_plain<true, Axes...>(x);
 }
 
+/// jnp.max(x, axis=Axes) of a device's block (every axis when none: a number).
+template <std::size_t... Axes, plain_block X>
+auto max(X const& x) {
+  return detail::plain_result<detail::plain_vma<X>>(detail::choose<true, Axes...>(detail::values_of(x), "max"));
+}
+/// jnp.min(x, axis=Axes) of a device's block (every axis when none: a number).
+template <std::size_t... Axes, plain_block X>
+auto min(X const& x) {
+  return detail::plain_result<detail::plain_vma<X>>(detail::choose<false, Axes...>(detail::values_of(x), "min"));
+}
+
+namespace detail {
+/// A block's values, or a number as a rank-0 value of the block's element type.
+template <class T, class X>
+auto values_or_number(X const& x) {
+  if constexpr (std::is_arithmetic_v<X>) return local_value<T, 0>{std::vector<T>(1, static_cast<T>(x)), {}};
+  else return values_of(x);
+}
+template <class A, class B>
+using plain_element = std::remove_cv_t<typename std::conditional_t<is_plain_block<A>(), A, B>::value_type>;
+/// Where a block varies, or a number's (the same everywhere).
+template <class X>
+constexpr vma_state plain_vma_state() {
+  if constexpr (is_plain_block<X>()) return vma_of<std::remove_cvref_t<X>>::value;
+  else return vma_state_of<invariant_vma>::value;
+}
+}  // namespace detail
+
+/// A block and a block or a number (a body's element-wise binary operation).
+template <class A, class B>
+concept plain_pair = (plain_block<A> || plain_block<B>) && (plain_block<A> || std::is_arithmetic_v<A>) &&
+                     (plain_block<B> || std::is_arithmetic_v<B>);
+
+/// jnp.maximum of a device's blocks (NumPy broadcasting), or of a block and a number.
+template <class A, class B>
+  requires plain_pair<A, B>
+auto maximum(A const& a, B const& b) {
+  using T = detail::plain_element<A, B>;
+  auto y = detail::zip(detail::values_or_number<T>(a), detail::values_or_number<T>(b), [](T x, T z) { return x > z ? x : z; },
+                       "maximum");
+  using V = detail::vma_type_t<detail::join(detail::plain_vma_state<A>(), detail::plain_vma_state<B>())>;
+  return detail::plain_result<V>(std::move(y));
+}
+/// jnp.minimum of a device's blocks (NumPy broadcasting), or of a block and a number.
+template <class A, class B>
+  requires plain_pair<A, B>
+auto minimum(A const& a, B const& b) {
+  using T = detail::plain_element<A, B>;
+  auto y = detail::zip(detail::values_or_number<T>(a), detail::values_or_number<T>(b), [](T x, T z) { return x < z ? x : z; },
+                       "minimum");
+  using V = detail::vma_type_t<detail::join(detail::plain_vma_state<A>(), detail::plain_vma_state<B>())>;
+  return detail::plain_result<V>(std::move(y));
+}
+
 /// jnp.matmul of a device's blocks (vectors or matrices).
 template <plain_block A, plain_block B>
 auto matmul(A const& a, B const& b) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -81,6 +82,60 @@ shape_t<R> broadcast_shape(shape_t<A> const& a, shape_t<B> const& b, char const*
     s[i] = x == 1 ? y : x;
   }
   return s;
+}
+
+/// f over the elements of a and b broadcast together.
+template <class T, std::size_t A, std::size_t B, class F>
+auto zip(local_value<T, A> const& a, local_value<T, B> const& b, F f, char const* what) {
+  constexpr std::size_t R = A > B ? A : B;
+  auto out = make_value<T>(broadcast_shape<R>(a.shape, b.shape, what));
+  std::array<std::array<std::size_t, R>, 2> st{broadcast_strides<R>(a.shape), broadcast_strides<R>(b.shape)};
+  for_each_offset(out.shape, st, [&](std::size_t i, auto const& off) { out.v[i] = f(a.v[off[0]], b.v[off[1]]); });
+  return out;
+}
+
+/// A reduction over Axes... of a rank-N value (every axis when none): the result's shape, the
+/// result's strides seen from the operand's dimensions (0 along reduced ones), and the count
+/// each result element reduces.
+template <std::size_t N, std::size_t... Axes>
+struct reduction_layout {
+  static constexpr bool all = sizeof...(Axes) == 0;
+  static constexpr std::size_t M = all ? 0 : N - sizeof...(Axes);
+  shape_t<M> shape{};
+  std::array<std::array<std::size_t, N>, 1> strides{};
+  std::size_t count = 1;
+
+  explicit reduction_layout(shape_t<N> const& x) {
+    std::array<bool, N> reduced{};
+    for (std::size_t i = 0; i < N; ++i) reduced[i] = all;
+    ((reduced[Axes] = true), ...);
+    for (std::size_t i = 0, j = 0; i < N; ++i)
+      if (!reduced[i]) shape[j++] = x[i];
+      else count *= x[i];
+    for (std::size_t i = N, stride = 1; i-- > 0;)
+      if (!reduced[i]) {
+        strides[0][i] = stride;
+        stride *= x[i];
+      }
+  }
+};
+
+/// The largest (Max) or smallest element over Axes...; an empty reduction has no identity, as
+/// jnp.max says.
+template <bool Max, std::size_t... Axes, class T, std::size_t N>
+auto choose(local_value<T, N> const& x, char const* what) {
+  static_assert(((Axes < N) && ...), "tessera::max/min in a shard_map body: an axis is out of range for the block's rank");
+  reduction_layout<N, Axes...> const r(x.shape);
+  auto y = make_value<T>(r.shape);
+  if (r.count == 0 && !y.v.empty())
+    throw std::invalid_argument(std::string("tessera::") + what + " in a shard_map body: zero-size reduction of shape " +
+                                shape_string(x.shape) + ", which has no identity");
+  std::fill(y.v.begin(), y.v.end(), Max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
+  for_each_offset(x.shape, r.strides, [&](std::size_t i, auto const& off) {
+    T& m = y.v[off[0]];
+    if (Max ? x.v[i] > m : x.v[i] < m) m = x.v[i];
+  });
+  return y;
 }
 
 /// C[M,N] = A[M,K] B[K,N], row-major, with tessera's kernel.
