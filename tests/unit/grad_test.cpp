@@ -397,6 +397,14 @@ TEST_CASE("transpose and every matmul form against finite differences", "[grad]"
     CHECK(max_abs_diff(tessera::to_host(g1), v2h) < 1e-12);
     CHECK(max_abs_diff(tessera::to_host(g2), vh) < 1e-12);
   }
+  {  // dot with an out_sharding
+    auto const a2 = put(ah, P<"X", "Y">{});
+    auto const g = tessera::grad([&](auto const& x) {
+      return tessera::sum(tessera::sin(tessera::dot(x, b, P<none, "Y">{})));
+    })(a2);
+    auto host = [&](xt::xtensor<double, 2> const& x) { return double(xt::sum(xt::sin(mm(x, bh)))()); };
+    CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(host, ah)) < 1e-6);
+  }
   {  // transpose, and matmul with an out_sharding
     auto const a2 = put(ah, P<"X", "Y">{});
     auto const g = tessera::grad([&](auto const& x) {

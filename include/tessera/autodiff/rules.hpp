@@ -529,4 +529,13 @@ auto dot(A const& a, B const& b) {
                 [a, b](auto const& g, auto const&) { matmul_backward(a, b, g); });
 }
 
+/// jnp.dot(a, b, out_sharding=P(...)) with a tracer.
+template <class A, class B, dim_spec... D>
+  requires detail::ad::binary<A, B> && (!std::is_arithmetic_v<A>) && (!std::is_arithmetic_v<B>)
+auto dot(A const& a, B const& b, P<D...> out) {
+  using namespace detail::ad;
+  return record(tape_of(a, b), tessera::dot(primal_of(a), primal_of(b), out),
+                [a, b](auto const& g, auto const&) { matmul_backward(a, b, g); });
+}
+
 }  // namespace tessera
