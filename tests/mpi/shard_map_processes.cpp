@@ -255,8 +255,9 @@ void check_layout(std::vector<int> const& ids, char const* layout, std::size_t w
 
 /// The layouts of check_layout: process order, the processes interleaved, process order with
 /// blocks of 256 KiB and more (each device then does its own part of a collective's local work,
-/// parallel/across_processes.hpp's run_mapped), and process order again with MPI's calls cut
-/// into rounds of a few bytes (as counts over 2^31 are).
+/// parallel/across_processes.hpp's run_mapped, and sums are MPI_Allreduce, not the gathered path
+/// of small ones), and process order again with MPI's calls cut into rounds of a few bytes (as
+/// counts over 2^31 are).
 void check_layouts(tessera::distributed::runtime const& rt) {
   std::size_t const n = static_cast<std::size_t>(rt.device_count());
   std::size_t const procs = static_cast<std::size_t>(rt.process_count()), k = n / procs;
@@ -271,6 +272,10 @@ void check_layouts(tessera::distributed::runtime const& rt) {
   auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
   tessera::detail::mpi_max_bytes_per_call.store(20);
   check_layout(in_order, "process-order, 20-byte rounds,");
+  // Large enough for MPI_Allreduce (small sums take the gathered path), in rounds of a size
+  // that is no multiple of the elements'.
+  tessera::detail::mpi_max_bytes_per_call.store(10006);
+  check_layout(in_order, "process-order, wide, 10006-byte rounds,", 512);
   tessera::detail::mpi_max_bytes_per_call.store(keep);
 }
 
@@ -279,7 +284,7 @@ void check_layouts(tessera::distributed::runtime const& rt) {
 void check_float_sums(tessera::distributed::runtime& rt) {
   std::size_t const n = static_cast<std::size_t>(rt.device_count());
   auto const mesh = tessera::make_mesh<"d">({static_cast<int>(n)});
-  std::size_t const b = 3, cols = 5;
+  std::size_t const b = 3, cols = 2048;  // 24 KiB per device: MPI_Allreduce, not the gathered path of small sums
   xt::xtensor<float, 2> host = xt::zeros<float>({n * b, cols});
   for (std::size_t i = 0; i < n * b; ++i)
     for (std::size_t j = 0; j < cols; ++j) host(i, j) = std::sin(0.37f * static_cast<float>(i * cols + j)) * 1000.0f;
