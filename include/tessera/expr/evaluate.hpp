@@ -47,6 +47,23 @@ struct pass_prelude {
   std::vector<std::function<void()>> on_failure;
 };
 
+/// Runs the prelude's undo steps unless the pass it belongs to completed (dismiss()).
+class prelude_guard {
+ public:
+  explicit prelude_guard(pass_prelude const& p) : p_(p) {}
+  prelude_guard(prelude_guard const&) = delete;
+  prelude_guard& operator=(prelude_guard const&) = delete;
+  ~prelude_guard() {
+    if (!done_)
+      for (auto const& undo : p_.on_failure) undo();
+  }
+  void dismiss() { done_ = true; }
+
+ private:
+  pass_prelude const& p_;
+  bool done_ = false;
+};
+
 /// Offers the values an element-wise tree reads directly (not through a reduction, a product or
 /// a move, which are computed before the pass) to the prelude of its pass: a leaf with
 /// `schedule_into(prelude)` adds its steps there if it can.
@@ -115,14 +132,12 @@ auto evaluate(E const& e) {
     return fill_pass<false>(e);
   } else {
     pass_prelude prelude;
-    try {
-      schedule_leaves(e, prelude);
-      e.prepare();
-      return fill_pass<false>(e, prelude.steps.empty() ? nullptr : &prelude);
-    } catch (...) {
-      for (auto const& undo : prelude.on_failure) undo();
-      throw;
-    }
+    prelude_guard guard(prelude);
+    schedule_leaves(e, prelude);
+    e.prepare();
+    auto out = fill_pass<false>(e, prelude.steps.empty() ? nullptr : &prelude);
+    guard.dismiss();
+    return out;
   }
 }
 

@@ -179,12 +179,10 @@ class reduction : public expression_tag {
     return *cache_->value;
   }
   void prepare() const {
-    detail::prepare(a_);
     std::call_once(cache_->once, [&] { cache_->value.emplace(compute(true)); });
   }
   /// Every device's reduction of its own block, not yet summed over `unreduced`.
   array_type const& partial() const {
-    detail::prepare(a_);
     std::call_once(partial_->once, [&] { partial_->value.emplace(compute(false)); });
     return *partial_->value;
   }
@@ -244,6 +242,12 @@ class reduction : public expression_tag {
       // combined over the processes (an exchange of the regions each one needs).
       return detail::sum_partials(compute(false), reduced_axes, s, detail::runtime_op<Op>());
     }
+    // Values the operand reads that nothing has computed yet are computed at the start of this
+    // pass (expr/evaluate.hpp's pass_prelude), the rest now.
+    detail::pass_prelude prelude;
+    detail::prelude_guard guard(prelude);
+    if constexpr (detail::reads_prelude_values<A>()) detail::schedule_leaves(a_, prelude);
+    detail::prepare(a_);
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];
@@ -258,6 +262,7 @@ class reduction : public expression_tag {
       pool->run(std::span<int const>(m.device_ids()), [&](int d) {
         std::size_t const pos = *m.position_of(d);
         try {
+          for (auto const& step : prelude.steps) step(pos);
           auto const in_block = sin.block(pos, in_shape);
           auto const rb = detail::eval_block<Q>(in_block);
           shape_t<Q> const local = detail::block_shape(rb);
@@ -303,6 +308,7 @@ class reduction : public expression_tag {
     } catch (device_error const& e) {
       throw detail::without_abandoned(e);
     }
+    guard.dismiss();
     return array_type(std::make_shared<detail::array_storage<V, rank, sharding_type>>(
         detail::array_storage<V, rank, sharding_type>{s, out_shape, pool, std::move(buffers)}));
   }
