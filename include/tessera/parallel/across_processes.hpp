@@ -11,7 +11,8 @@
 // summed over shared memory), pmax and pmin MPI_Allreduce with MPI_MAX and MPI_MIN, all_gather
 // MPI_Allgather straight into the result, psum_scatter MPI_Reduce_scatter_block, all_to_all
 // MPI_Alltoall of each process's pieces for the other. Elsewhere (other layouts, ppermute,
-// element types MPI cannot add, and sums in deterministic mode) every member's input is
+// element types MPI cannot add, sums in deterministic mode, and psum, pmean, pmax and pmin of at
+// most 32 KiB of inputs in all, where OpenMPI's MPI_Iallreduce is the slower) every member's input is
 // all-gathered and every device computes its result with the same loops as within a process
 // (runtime/collectives.hpp), so the bits are the same as on one process.
 //
