@@ -122,9 +122,10 @@ class runtime {
   bool checked_collectives() const { return local_.pool().checked_collectives.load(); }
   /// XLA's --xla_gpu_deterministic_ops, for sums between processes: when on, psum, pmean and
   /// psum_scatter give the same bits as on one process (the members' inputs are all-gathered and
-  /// added in rank order); when off (the default) they are MPI_Allreduce and
-  /// MPI_Reduce_scatter_block, which add in MPI's order: the same bits where two devices take
-  /// part, otherwise within rounding (a relative 1e-6 for float32 on a few devices). Every
+  /// added in rank order); when off (the default), where the groups are whole processes, sums
+  /// of more than 32 KiB of inputs are MPI_Allreduce and psum_scatter MPI_Reduce_scatter_block,
+  /// which add in MPI's order: the same bits where two devices take part, otherwise within
+  /// 2 (k - 1) eps sum |x| of the rank-order sum (k devices; docs/across-processes.md). Every
   /// process must set the same.
   void set_deterministic_collectives(bool on) { local_.pool().deterministic_collectives.store(on); }
   /// Whether sums between processes keep the single-process order (set_deterministic_collectives).
