@@ -218,9 +218,9 @@ CASES = [
 #   auto_grad_keeps_primal_sharding: on Auto axes JAX's eager gradient is laid out as XLA's
 #     propagation chose; tessera's has its primal's sharding (docs/autodiff.md), as on Explicit axes.
 #   pow_zero_to_the_zero: d/da of a ** b at a = 0, b = 0 (a float exponent) is nan in JAX
-#     (b * a ** (b - 1) = 0 * inf) and 0 in tessera (docs/autodiff.md, "Rules"). The value, where
-#     JAX counts 0 ** 0 as 1, meets a bug of tessera's forward pow (0 on SIMD batches, xsimd's pow):
-#     the C++ check reports its mismatch (a Catch WARN) without failing until that is fixed.
+#     (b * a ** (b - 1) = 0 * inf) and 0 in tessera (docs/autodiff.md, "Rules"). The value, 0 ** 0
+#     = 1 as in JAX, is checked like any other (tessera's pow on SIMD batches gave 0 there until
+#     c32d619).
 DIFFERENCES = {
     name: "auto_grad_keeps_primal_sharding"
     for name in ("prod0@a4:X_,r", "prod_two_zeros@a4:_X", "fsdp_auto@a4:X_,X_", "bias_n@a2x4:XY,r")
