@@ -478,34 +478,15 @@ namespace detail::ad {
 /// Sum (Mean: divided by the count) over Axes... (every axis when none), recorded.
 template <bool Mean, std::size_t... Axes, class T, std::size_t N>
 auto reduce(local_tracer<T, N> const& x, char const* what) {
-  constexpr bool all = sizeof...(Axes) == 0;
-  constexpr std::size_t M = all ? 0 : N - sizeof...(Axes);
-  constexpr std::array<bool, N> reduced = [] {
-    std::array<bool, N> r{};
-    for (std::size_t i = 0; i < N; ++i) r[i] = all;
-    ((r[Axes] = true), ...);
-    return r;
-  }();
   static_assert(((Axes < N) && ...), "tessera::sum in a shard_map body: an axis is out of range for the operand's rank");
   auto const& xv = x.node()->value;
-  shape_t<M> s{};
-  std::array<std::size_t, N> st{};  // the result's strides seen from the operand's dimensions
-  std::size_t count = 1;
-  for (std::size_t i = 0, j = 0; i < N; ++i)
-    if (!reduced[i]) s[j++] = xv.shape[i];
-    else count *= xv.shape[i];
-  for (std::size_t i = N, stride = 1; i-- > 0;)
-    if (!reduced[i]) {
-      st[i] = stride;
-      stride *= xv.shape[i];
-    }
-  auto y = make_value<T>(s);
-  std::array<std::array<std::size_t, N>, 1> sts{st};
-  for_each_offset(xv.shape, sts, [&](std::size_t i, auto const& off) { y.v[off[0]] += xv.v[i]; });
-  T const scale = Mean ? T(1) / static_cast<T>(count) : T(1);
+  reduction_layout<N, Axes...> const r(xv.shape);
+  auto y = make_value<T>(r.shape);
+  for_each_offset(xv.shape, r.strides, [&](std::size_t i, auto const& off) { y.v[off[0]] += xv.v[i]; });
+  T const scale = Mean ? T(1) / static_cast<T>(r.count) : T(1);
   if constexpr (Mean)
     for (auto& e : y.v) e *= scale;
-  return local_record(std::move(y), x.node()->vma, [x, sts, scale](local_value<T, M> g, axis_mask v) {
+  return local_record(std::move(y), x.node()->vma, [x, sts = r.strides, scale](local_value<T, reduction_layout<N, Axes...>::M> g, axis_mask v) {
     auto c = make_value<T>(x.node()->value.shape);
     for_each_offset(c.shape, sts, [&](std::size_t i, auto const& off) { c.v[i] = g.v[off[0]] * scale; });
     x.node()->add(v, std::move(c));
@@ -531,10 +512,10 @@ template <bool Max, std::size_t... Axes, class T, std::size_t N>
 auto choose_recorded(local_tracer<T, N> const& x, char const* what) {
   auto y = choose<Max, Axes...>(x.node()->value, what);
   using R = decltype(y);
-  return local_record(std::move(y), x.node()->vma, [x](R g, axis_mask v) {
+  R best = y;  // what the backward step compares with (a copy: the node keeps y)
+  return local_record(std::move(y), x.node()->vma, [x, best = std::move(best)](R g, axis_mask v) {
     auto const& xv = x.node()->value;
     reduction_layout<N, Axes...> const r(xv.shape);
-    auto const best = choose<Max, Axes...>(xv, "max");
     auto ties = make_value<T>(r.shape);
     for_each_offset(xv.shape, r.strides, [&](std::size_t i, auto const& off) {
       if (xv.v[i] == best.v[off[0]]) ties.v[off[0]] += T(1);

@@ -77,27 +77,11 @@ auto reduce_plain(X const& x) {
   static_assert(((Axes < N) && ...), "tessera::sum in a shard_map body: an axis is out of range for the block's rank");
   auto const v = values_of(x);
   using T = typename decltype(v)::value_type;
-  constexpr bool all = sizeof...(Axes) == 0;
-  constexpr std::size_t M = all ? 0 : N - sizeof...(Axes);
-  std::array<bool, N> reduced{};
-  for (std::size_t i = 0; i < N; ++i) reduced[i] = all;
-  ((reduced[Axes] = true), ...);
-  shape_t<M> s{};
-  std::array<std::size_t, N> st{};
-  std::size_t count = 1;
-  for (std::size_t i = 0, j = 0; i < N; ++i)
-    if (!reduced[i]) s[j++] = v.shape[i];
-    else count *= v.shape[i];
-  for (std::size_t i = N, stride = 1; i-- > 0;)
-    if (!reduced[i]) {
-      st[i] = stride;
-      stride *= v.shape[i];
-    }
-  auto y = make_value<T>(s);
-  std::array<std::array<std::size_t, N>, 1> sts{st};
-  for_each_offset(v.shape, sts, [&](std::size_t i, auto const& off) { y.v[off[0]] += v.v[i]; });
+  reduction_layout<N, Axes...> const r(v.shape);
+  auto y = make_value<T>(r.shape);
+  for_each_offset(v.shape, r.strides, [&](std::size_t i, auto const& off) { y.v[off[0]] += v.v[i]; });
   if constexpr (Mean)
-    for (auto& e : y.v) e /= static_cast<T>(count);
+    for (auto& e : y.v) e /= static_cast<T>(r.count);
   return plain_result<plain_vma<X>>(std::move(y));
 }
 
