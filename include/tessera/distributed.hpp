@@ -85,6 +85,7 @@ class runtime {
     for (auto& g : groups_) MPI_Comm_free(&g.comm);
     local_.pool().abort_processes = nullptr;
     local_.pool().gather_refusal.clear();
+    detail::mpi_blocking_collectives.store(false);
     detail::current_distributed.store(nullptr);
   }
 
@@ -213,7 +214,14 @@ class runtime {
         mesh_groups_.emplace(mesh, handles);
         return handles;
       };
-      if (env_.thread_level() < MPI_THREAD_SERIALIZED)
+      // A process of one device runs that device's tasks on the calling thread (device_pool::run):
+      // nothing else of the process can fail while it waits, so where every process has one
+      // device, collectives are MPI's blocking calls (a blocking call does not match a
+      // nonblocking one: all processes must choose alike); and under MPI_THREAD_FUNNELED the
+      // runtime's own thread may make them.
+      detail::mpi_blocking_collectives.store(
+          std::all_of(per_process_.begin(), per_process_.end(), [](int k) { return k == 1; }));
+      if (env_.thread_level() < MPI_THREAD_SERIALIZED && local_devices > 1)
         local_.pool().gather_refusal =
             std::string("its collectives between processes are made by device threads, which needs "
                         "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, but MPI was initialised with ") +
@@ -226,6 +234,7 @@ class runtime {
         MPI_Abort(env_.comm(), 1);
       };
     } catch (...) {
+      detail::mpi_blocking_collectives.store(false);
       detail::current_distributed.store(nullptr);
       throw;
     }

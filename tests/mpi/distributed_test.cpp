@@ -418,6 +418,28 @@ int main(int argc, char** argv) {
       tessera::distributed::runtime again{2};  // and a second one works on the same MPI
       check_runtime(again, world_rank, world_size);
     }
+    {
+      // A process of one device runs its device's tasks on this thread, MPI's main thread: its
+      // shard_map collectives work under MPI_THREAD_FUNNELED too (blocking MPI calls), and
+      // give what the same sums over the host data give.
+      tessera::distributed::runtime one{1};
+      auto const mesh = tessera::make_mesh<"p">({world_size});
+      xt::xtensor<double, 1> host = xt::arange<double>(static_cast<double>(4 * world_size)) * 0.5;
+      auto const x = tessera::device_put(host, tessera::named_sharding(mesh, tessera::P<"p">{}));
+      auto const sm = tessera::shard_map([](auto blk) { return tessera::psum<"p">(blk); }, mesh,
+                                         tessera::in_specs(tessera::P<"p">{}), tessera::out_specs(tessera::P<>{}));
+      auto const total_sum = tessera::process_allgather(sm(x), true);
+      EXPECT(total_sum.size() == 4);
+      for (std::size_t i = 0; i < 4; ++i) {
+        double want = 0;
+        for (int r = 0; r < world_size; ++r) want += host(static_cast<std::size_t>(4 * r) + i);
+        EXPECT(total_sum(i) == want);
+      }
+      // Another thread may not communicate under FUNNELED: refused with the reason, not a hang.
+      std::string from_other;
+      std::thread([&] { from_other = error_of([&] { (void)sm(x); }); }).join();
+      EXPECT(from_other.find("MPI_THREAD_FUNNELED") != std::string::npos);
+    }
     int const total = total_failures();
     MPI_Finalize();
     if (world_rank == 0) std::printf("distributed_test user-init: %d processes, %d failures\n", world_size, total);

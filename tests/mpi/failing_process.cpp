@@ -8,6 +8,8 @@
 //   failing_process device  a device of process 1 throws in a shard_map body while every other
 //                           device waits in a psum across processes, unchecked (no signature
 //                           exchange to meet): process 1's runtime calls MPI_Abort, naming it
+//   failing_process single  the same with one device per process, whose tasks run on the main
+//                           thread and whose collectives are MPI's blocking calls
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -23,21 +25,24 @@
 namespace {
 int body(int argc, char** argv) {
   bool const kill = argc > 1 && std::strcmp(argv[1], "kill") == 0;
-  tessera::distributed::runtime rt{argc, argv, 2};
-  if (argc > 1 && std::strcmp(argv[1], "device") == 0) {
+  bool const single = argc > 1 && std::strcmp(argv[1], "single") == 0;
+  int const k = single ? 1 : 2;  // devices per process
+  tessera::distributed::runtime rt{argc, argv, k};
+  if (argc > 1 && (single || std::strcmp(argv[1], "device") == 0)) {
     rt.set_checked_collectives(false);
     auto const mesh = tessera::make_mesh<"d">({rt.device_count()});
     auto const x = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(float(4 * rt.device_count()))),
                                        tessera::named_sharding(mesh, tessera::P<"d">{}));
     bool const fails = rt.process_index() == 1;
     auto const sm = tessera::shard_map(
-        [fails](auto const& v) {
-          if (fails && tessera::axis_index<"d">() == 2) throw std::runtime_error("device 2 fails before the psum");
+        [fails, k](auto const& v) {
+          // process 1's first device (global id k)
+          if (fails && tessera::axis_index<"d">() == k) throw std::runtime_error("process 1's device fails before the psum");
           return tessera::psum<"d">(v);
         },
         mesh, tessera::in_specs(tessera::P<"d">{}), tessera::out_specs(tessera::P<>{}));
-    (void)sm(x);  // the other devices wait in the psum for device 2, which never comes
-    std::printf("process %d: the psum returned, which it cannot without device 2\n", rt.process_index());
+    (void)sm(x);  // the other devices wait in the psum for that device, which never comes
+    std::printf("process %d: the psum returned, which it cannot without process 1's device\n", rt.process_index());
     return 0;
   }
   xt::xarray<float> x = xt::arange<float>(kill ? float(1 << 20) : 16.0f);

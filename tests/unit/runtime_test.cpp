@@ -274,6 +274,72 @@ TEST_CASE("a dispatch started from a device thread throws std::logic_error", "[r
   CHECK(inner.load() == 3);
 }
 
+TEST_CASE("a runtime of one device runs its task on the calling thread, as that device", "[runtime][pool]") {
+  runtime rt{1};
+  auto& pool = rt.pool();
+  std::thread::id ran_on{};
+  int seen_device = -2;
+  tessera::detail::device_pool const* seen_pool = nullptr;
+  pool.run_all([&](int d) {
+    seen_device = d;
+    ran_on = std::this_thread::get_id();
+    seen_pool = tessera::detail::this_device_thread.pool;
+  });
+  CHECK(seen_device == 0);
+  CHECK(ran_on == std::this_thread::get_id());
+  CHECK(seen_pool == &pool);
+  // The calling thread is itself again afterwards: not a device, so it may dispatch.
+  CHECK(tessera::detail::this_device_thread.pool == nullptr);
+  CHECK(tessera::detail::this_inline_dispatch == nullptr);
+
+  // While it runs the task it is the device: a dispatch on the same runtime is refused as from
+  // a device thread, and a failure is a device_error naming device 0.
+  try {
+    pool.run_all([&](int) { pool.run_all([](int) {}); });
+    FAIL("nested dispatch did not throw");
+  } catch (tessera::device_error const& e) {
+    CHECK(e.device() == 0);
+    REQUIRE_THROWS_WITH(e.rethrow_first(), Contains("device 0") && Contains("own thread"));
+  }
+  try {
+    pool.run_all([](int) { throw device_failure("boom on the only device"); });
+    FAIL("the failure did not surface");
+  } catch (tessera::device_error const& e) {
+    CHECK(e.device() == 0);
+    CHECK_THAT(std::string(e.what()), Contains("boom on the only device"));
+  }
+  CHECK(tessera::detail::this_device_thread.pool == nullptr);
+  CHECK(tessera::detail::this_inline_dispatch == nullptr);
+
+  // Listing the device twice is refused as with more devices.
+  std::vector<int> const twice{0, 0};
+  REQUIRE_THROWS_WITH(pool.run(std::span<int const>(twice), [](int) {}), Contains("device id 0 is listed twice"));
+
+  // One-device runtimes nesting on one thread: runtime a's task dispatches on b, whose task
+  // dispatches on a again, which waits for b: refused at once with the cycle message, as when
+  // the tasks run on device threads, instead of the thread waiting for itself.
+  runtime other{1};
+  std::atomic<int> inner{0};
+  try {
+    pool.run_all([&](int) {
+      other.pool().run_all([&](int) {
+        ++inner;
+        pool.run_all([&](int) { ++inner; });
+      });
+    });
+    FAIL("the dispatch closing the cycle was not refused");
+  } catch (tessera::device_error const& e) {
+    std::string const what = e.what();
+    CHECK_THAT(what, Contains("would wait for the other forever"));
+    CHECK_THAT(what, Contains("runtime " + std::to_string(rt.id()) + " (1 device)"));
+  }
+  CHECK(inner.load() == 1);
+  // A chain that closes no cycle runs: a's task dispatches on b.
+  pool.run_all([&](int) { other.pool().run_all([&](int) { ++inner; }); });
+  CHECK(inner.load() == 2);
+  CHECK(tessera::detail::this_inline_dispatch == nullptr);
+}
+
 TEST_CASE("dispatch to devices the pool does not have throws std::out_of_range", "[runtime][pool][errors]") {
   runtime rt{4};
   std::vector<int> const bad{1, 4};

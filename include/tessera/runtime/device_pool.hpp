@@ -34,6 +34,15 @@ struct device_thread_identity {
 };
 inline thread_local device_thread_identity this_device_thread{};
 
+/// A pool whose one device's task runs on the calling thread (device_pool::run with a single
+/// device), linked to the ones this thread already runs that way: that thread holds their
+/// dispatches, and a dispatch on one of them from inside would wait for itself.
+struct inline_dispatch_frame {
+  device_pool const* pool = nullptr;
+  inline_dispatch_frame const* outer = nullptr;
+};
+inline thread_local inline_dispatch_frame const* this_inline_dispatch = nullptr;
+
 /// Called before each device thread is started (tests use it to make a start fail as a
 /// resource limit would); the default starts every thread.
 using thread_start_hook = void (*)(int device);
@@ -233,6 +242,16 @@ class device_pool {
     trace_span span("dispatch", "dispatch");  // on the calling thread: from the wake-up to the last device done
     nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
     std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
+    if (n_ == 1) {
+      // One device (runtime{1}, or a process of one device across processes): its task runs on
+      // the calling thread, which would otherwise only wait for it. A wake-up costs more than a
+      // small task (microseconds), and the two threads would share a core.
+      if (local_count > 1)
+        throw std::invalid_argument("tessera: device id " + std::to_string(first_) +
+                                    " is listed twice in one dispatch; each device runs the task once");
+      run_here(f);
+      return;
+    }
     auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
     task_fn_ = fn;
     task_ctx_ = const_cast<void*>(static_cast<void const*>(std::addressof(f)));
@@ -283,6 +302,37 @@ class device_pool {
 
   void wake(int d) { slot_of(d).go.bump(); }
 
+  /// Runs the one device's task on this thread, as that device: per-device state (the device
+  /// identity, the trace track) is the device's while it runs and the caller's again after.
+  template <class F>
+  void run_here(F& f) {
+    struct as_device {
+      device_thread_identity identity = this_device_thread;
+      trace_track track = this_trace_track;
+      inline_dispatch_frame frame;
+      as_device(device_pool const* p, std::uint64_t id) : frame{p, this_inline_dispatch} {
+        this_device_thread = {p, 0};
+        this_trace_track = {static_cast<int>(id), 0, 0};
+        this_inline_dispatch = &frame;
+      }
+      ~as_device() {
+        this_inline_dispatch = frame.outer;
+        this_trace_track = track;
+        this_device_thread = identity;
+      }
+      as_device(as_device const&) = delete;
+      as_device& operator=(as_device const&) = delete;
+    } scope(this, id_);
+    try {
+      trace_span span("dispatch", "task");
+      f(first_);  // the global id
+    } catch (...) {
+      std::vector<device_error::failure> failures;
+      failures.emplace_back(first_, std::current_exception());
+      throw device_error(std::move(failures));
+    }
+  }
+
   /// Takes the dispatch lock for run(). From a device thread of another pool, the wait is
   /// recorded while it lasts, and refused at once when the pool dispatching here is itself
   /// (through any chain) waiting for the caller's pool: neither could ever finish.
@@ -293,16 +343,14 @@ class device_pool {
         to_.dispatch_mutex_.lock();
         return;
       }
+      for (auto const* f = this_inline_dispatch; f != nullptr; f = f->outer)
+        if (f->pool == &to_)  // this thread runs to_'s task: to_'s dispatch waits for this one
+          throw std::runtime_error(cycle_message(to_, from_));
       auto& w = cross_pool_waits::instance();
       {
         std::lock_guard graph(w.mutex);
         if (!to_.dispatch_mutex_.try_lock()) {
-          if (w.reaches(&to_, from_))
-            throw std::runtime_error(
-                "tessera: device " + std::to_string(this_device_thread.device) + " of " + from_->name() +
-                " started a dispatch on " + to_.name() + ", whose running dispatch waits for " + from_->name() +
-                ": each would wait for the other forever, so this dispatch is refused; start the inner work "
-                "after the outer dispatch returns, or keep it on one runtime");
+          if (w.reaches(&to_, from_)) throw std::runtime_error(cycle_message(to_, from_));
           w.edges.emplace_back(from_, &to_);
           locked_ = false;
         } else {
@@ -318,6 +366,12 @@ class device_pool {
           throw;
         }
       }
+    }
+    static std::string cycle_message(device_pool const& to, device_pool const* from) {
+      return "tessera: device " + std::to_string(this_device_thread.device) + " of " + from->name() +
+             " started a dispatch on " + to.name() + ", whose running dispatch waits for " + from->name() +
+             ": each would wait for the other forever, so this dispatch is refused; start the inner work "
+             "after the outer dispatch returns, or keep it on one runtime";
     }
     ~nested_dispatch() {
       if (from_ != nullptr) cross_pool_waits::instance().erase(from_, &to_);
@@ -351,7 +405,7 @@ class device_pool {
     for (std::size_t d = 0; d < threads_.size(); ++d) {
       // The last owner may let go on a device thread (a task dropping the last array of
       // a runtime that is gone); that thread cannot join itself, and returns on its own.
-      if (this_device_thread.pool == this && this_device_thread.device == static_cast<int>(d))
+      if (threads_[d].get_id() == std::this_thread::get_id())
         threads_[d].detach();
       else if (threads_[d].joinable())
         threads_[d].join();

@@ -1,6 +1,7 @@
 #pragma once
 // Exchanges between processes over tessera's MPI communicator: nonblocking calls waited on by
-// polling, so a local request to abort is seen while waiting (the job ends instead of hanging),
+// polling, so a local request to abort is seen while waiting (the job ends instead of hanging;
+// a process of one device, which has no other thread to fail, makes the blocking calls),
 // and byte counts of any size, cut into rounds that fit MPI's int counts and displacements
 // (OpenMPI 4.1 has no MPI-4 large-count calls).
 
@@ -30,6 +31,13 @@ inline std::atomic<std::size_t> mpi_max_bytes_per_call{static_cast<std::size_t>(
 /// calls MPI_Abort, since the other processes would otherwise wait for it forever.
 inline std::atomic<bool> mpi_abort_requested{false};
 
+/// Whether collectives may be MPI's blocking calls: set by a distributed runtime whose process
+/// has one device. That device's tasks run on the calling thread (device_pool::run), so no other
+/// thread of the process can fail and ask to abort while it waits, and OpenMPI's blocking
+/// collectives are faster than its nonblocking ones at small sizes (3.5 against 5.2 us for a
+/// 4 KiB all-reduce, bench/RESULTS.md).
+inline std::atomic<bool> mpi_blocking_collectives{false};
+
 /// Waits for a nonblocking MPI call, polling so that a requested abort ends the job.
 inline void mpi_wait(MPI_Comm comm, MPI_Request& request, char const* call) {
   for (unsigned spins = 0;; ++spins) {
@@ -46,16 +54,29 @@ inline void mpi_wait(MPI_Comm comm, MPI_Request& request, char const* call) {
   }
 }
 
+/// One MPI collective: `blocking()` (MPI_Allgather, ...) where mpi_blocking_collectives allows it,
+/// else `start(&request)` (MPI_Iallgather, ...) waited on by polling; `call` names it in errors.
+template <class Blocking, class Start>
+void mpi_collective(MPI_Comm comm, char const* call, Blocking&& blocking, Start&& start) {
+  if (mpi_blocking_collectives.load(std::memory_order_relaxed)) {
+    mpi_check(blocking(), call);
+    return;
+  }
+  MPI_Request req{};
+  mpi_check(start(&req), call);
+  mpi_wait(comm, req, call);
+}
+
 /// MPI_Allgather of one fixed-size record per process (small: metadata).
 template <class T>
 std::vector<T> mpi_allgather_values(mpi_environment const& env, T const& mine) {
   static_assert(std::is_trivially_copyable_v<T>);
   std::vector<T> all(static_cast<std::size_t>(env.size()));
-  MPI_Request req{};
-  mpi_check(MPI_Iallgather(&mine, static_cast<int>(sizeof(T)), MPI_BYTE, all.data(), static_cast<int>(sizeof(T)),
-                           MPI_BYTE, env.comm(), &req),
-            "MPI_Iallgather");
-  mpi_wait(env.comm(), req, "MPI_Iallgather");
+  int const n = static_cast<int>(sizeof(T));
+  mpi_collective(
+      env.comm(), "MPI_Allgather",
+      [&] { return MPI_Allgather(&mine, n, MPI_BYTE, all.data(), n, MPI_BYTE, env.comm()); },
+      [&](MPI_Request* r) { return MPI_Iallgather(&mine, n, MPI_BYTE, all.data(), n, MPI_BYTE, env.comm(), r); });
   return all;
 }
 
@@ -83,19 +104,21 @@ inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte con
   if (offset[p] <= limit) {  // one call, straight into place
     if (std::all_of(counts.begin(), counts.end(), [&](std::uint64_t c) { return c == counts[0]; })) {
       int const n = static_cast<int>(counts[0]);  // equal shares: the plain call (no displacements to read)
-      MPI_Request req{};
-      mpi_check(MPI_Iallgather(mine.data(), n, MPI_BYTE, out, n, MPI_BYTE, comm, &req), "MPI_Iallgather");
-      mpi_wait(comm, req, "MPI_Iallgather");
+      mpi_collective(
+          comm, "MPI_Allgather", [&] { return MPI_Allgather(mine.data(), n, MPI_BYTE, out, n, MPI_BYTE, comm); },
+          [&](MPI_Request* r) { return MPI_Iallgather(mine.data(), n, MPI_BYTE, out, n, MPI_BYTE, comm, r); });
       return;
     }
     for (std::size_t r = 0; r < p; ++r) {
       rc[r] = static_cast<int>(counts[r]);
       rd[r] = static_cast<int>(offset[r]);
     }
-    MPI_Request req{};
-    mpi_check(MPI_Iallgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm, &req),
-              "MPI_Iallgatherv");
-    mpi_wait(comm, req, "MPI_Iallgatherv");
+    mpi_collective(
+        comm, "MPI_Allgatherv",
+        [&] { return MPI_Allgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm); },
+        [&](MPI_Request* r) {
+          return MPI_Iallgatherv(mine.data(), rc[me], MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm, r);
+        });
     return;
   }
   // Rounds: each process sends up to `share` bytes of what it has left, so one round's total
@@ -112,11 +135,13 @@ inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte con
     }
     if (total == 0) break;
     round_buf.resize(total);
-    MPI_Request req{};
-    mpi_check(MPI_Iallgatherv(mine.data() + sent[me], rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(),
-                              MPI_BYTE, comm, &req),
-              "MPI_Iallgatherv");
-    mpi_wait(comm, req, "MPI_Iallgatherv");
+    std::byte const* const from = mine.data() + sent[me];
+    mpi_collective(
+        comm, "MPI_Allgatherv",
+        [&] { return MPI_Allgatherv(from, rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(), MPI_BYTE, comm); },
+        [&](MPI_Request* r) {
+          return MPI_Iallgatherv(from, rc[me], MPI_BYTE, round_buf.data(), rc.data(), rd.data(), MPI_BYTE, comm, r);
+        });
     for (std::size_t r = 0; r < p; ++r) {
       if (rc[r] > 0) std::memcpy(out + offset[r] + sent[r], round_buf.data() + rd[r], static_cast<std::size_t>(rc[r]));
       sent[r] += static_cast<std::uint64_t>(rc[r]);
@@ -183,10 +208,11 @@ inline void mpi_allreduce_rounds(MPI_Comm comm, void const* send, void* recv, st
   auto const* in = static_cast<std::byte const*>(send);
   for (std::size_t off = 0; off < count; off += step) {
     int const n = static_cast<int>(std::min(step, count - off));
-    MPI_Request req{};
-    mpi_check(MPI_Iallreduce(in == nullptr ? MPI_IN_PLACE : in + off * elem, out + off * elem, n, type, op, comm, &req),
-              "MPI_Iallreduce");
-    mpi_wait(comm, req, "MPI_Iallreduce");
+    void const* const from = in == nullptr ? MPI_IN_PLACE : in + off * elem;
+    std::byte* const to = out + off * elem;
+    mpi_collective(
+        comm, "MPI_Allreduce", [&] { return MPI_Allreduce(from, to, n, type, op, comm); },
+        [&](MPI_Request* r) { return MPI_Iallreduce(from, to, n, type, op, comm, r); });
   }
 }
 
@@ -202,10 +228,10 @@ inline void mpi_reduce_scatter_rounds(MPI_Comm comm, void const* send, void* rec
   auto const* in = static_cast<std::byte const*>(send);
   auto* out = static_cast<std::byte*>(recv);
   if (count * p * elem <= limit) {
-    MPI_Request req{};
-    mpi_check(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), type, op, comm, &req),
-              "MPI_Ireduce_scatter_block");
-    mpi_wait(comm, req, "MPI_Ireduce_scatter_block");
+    int const n = static_cast<int>(count);
+    mpi_collective(
+        comm, "MPI_Reduce_scatter_block", [&] { return MPI_Reduce_scatter_block(in, out, n, type, op, comm); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(in, out, n, type, op, comm, r); });
     return;
   }
   std::size_t const step = limit / (p * elem);
@@ -213,10 +239,12 @@ inline void mpi_reduce_scatter_rounds(MPI_Comm comm, void const* send, void* rec
   for (std::size_t off = 0; off < count; off += step) {
     std::size_t const n = std::min(step, count - off);
     for (std::size_t r = 0; r < p; ++r) std::memcpy(packed.data() + r * n * elem, in + (r * count + off) * elem, n * elem);
-    MPI_Request req{};
-    mpi_check(MPI_Ireduce_scatter_block(packed.data(), out + off * elem, static_cast<int>(n), type, op, comm, &req),
-              "MPI_Ireduce_scatter_block");
-    mpi_wait(comm, req, "MPI_Ireduce_scatter_block");
+    std::byte* const to = out + off * elem;
+    int const k = static_cast<int>(n);
+    mpi_collective(
+        comm, "MPI_Reduce_scatter_block",
+        [&] { return MPI_Reduce_scatter_block(packed.data(), to, k, type, op, comm); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(packed.data(), to, k, type, op, comm, r); });
   }
 }
 
@@ -233,20 +261,20 @@ inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std
   auto const* in = static_cast<std::byte const*>(send);
   auto* out = static_cast<std::byte*>(recv);
   auto exchange = [&](std::byte const* from, std::byte* to, std::size_t n) {
-    MPI_Request req{};
+    int const k = static_cast<int>(n);
     if (!skip_self) {
-      mpi_check(MPI_Ialltoall(from, static_cast<int>(n), MPI_BYTE, to, static_cast<int>(n), MPI_BYTE, comm, &req),
-                "MPI_Ialltoall");
-      mpi_wait(comm, req, "MPI_Ialltoall");
+      mpi_collective(
+          comm, "MPI_Alltoall", [&] { return MPI_Alltoall(from, k, MPI_BYTE, to, k, MPI_BYTE, comm); },
+          [&](MPI_Request* r) { return MPI_Ialltoall(from, k, MPI_BYTE, to, k, MPI_BYTE, comm, r); });
       return;
     }
-    std::vector<int> counts(p, static_cast<int>(n)), displs(p);
+    std::vector<int> counts(p, k), displs(p);
     counts[static_cast<std::size_t>(me)] = 0;
     for (std::size_t r = 0; r < p; ++r) displs[r] = static_cast<int>(r * n);
-    mpi_check(MPI_Ialltoallv(from, counts.data(), displs.data(), MPI_BYTE, to, counts.data(), displs.data(), MPI_BYTE,
-                             comm, &req),
-              "MPI_Ialltoallv");
-    mpi_wait(comm, req, "MPI_Ialltoallv");
+    int const *c = counts.data(), *d = displs.data();
+    mpi_collective(
+        comm, "MPI_Alltoallv", [&] { return MPI_Alltoallv(from, c, d, MPI_BYTE, to, c, d, MPI_BYTE, comm); },
+        [&](MPI_Request* r) { return MPI_Ialltoallv(from, c, d, MPI_BYTE, to, c, d, MPI_BYTE, comm, r); });
   };
   if (bytes * p <= limit) {
     exchange(in, out, bytes);
