@@ -44,7 +44,6 @@
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/device_pool.hpp"
-#include "tessera/runtime/fnv1a.hpp"
 #include "tessera/runtime/mesh_group.hpp"
 #include "tessera/runtime/team.hpp"
 
@@ -225,8 +224,20 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
 
 /// What a device is doing, as processes compare it.
 inline std::uint64_t signature_hash(op_signature const& s) {
-  std::uint64_t const fields[] = {s.seq, s.kind, s.axes, s.order, s.count, s.param, s.dtype};
-  return fnv1a(fields, sizeof(fields));
+  // A word at a time (FNV-1a's byte loop cost 4% of a 4 KiB all_to_all between two processes).
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::uint64_t w : {std::uint64_t{s.seq}, std::uint64_t{s.kind}, s.axes, s.order, s.count, s.param,
+                          std::uint64_t{s.dtype}}) {
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+/// The signature hash this process's devices publish: needed to compare them with each other
+/// (several devices) or with other processes (checked mode), not otherwise.
+inline std::uint64_t published_hash(process_run const& r, op_signature const& s) {
+  return r.checked || r.mine.size() > 1 ? signature_hash(s) : 0;
 }
 
 inline std::string describe_collective(op_signature const& sig) {
@@ -324,7 +335,7 @@ std::vector<T const*> inputs_across_processes(spmd_frame& f, group const& g, op_
   // have met at the end already) and no data.
   if (sig.kind == 0 && !r.checked) return std::vector<T const*>(g.size(), nullptr);
   std::size_t const i = f.team_pos;
-  r.mine[i] = process_contribution{signature_hash(sig), in, count * sizeof(T), nullptr};
+  r.mine[i] = process_contribution{published_hash(r, sig), in, count * sizeof(T), nullptr};
   f.t->arrive_and_wait(i);  // every local device has published its input
   if (i == 0) {
     r.error = nullptr;
@@ -373,7 +384,7 @@ void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::siz
   process_run& r = *f.xp;
   std::size_t const i = f.team_pos;
   std::size_t const local = r.mine.size();
-  r.mine[i] = process_contribution{signature_hash(sig), in, bytes, out};
+  r.mine[i] = process_contribution{published_hash(r, sig), in, bytes, out};
   auto all_of_it = [&] {
     if (r.checked) compare_signatures(r, sig);
     else if (!local_devices_agree(r)) throw_local_mismatch(sig);
