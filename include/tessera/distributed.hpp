@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <thread>
 #include <vector>
 
 #include "tessera/detail/xtensor/xarray.hpp"
@@ -82,9 +83,14 @@ class runtime {
     local_.pool().gather_bytes = nullptr;
     local_.pool().collective_between_processes = nullptr;
     local_.pool().process_groups = nullptr;
+    {
+      std::lock_guard lock(local_.pool().exchange_scratch_mutex);
+      local_.pool().process_layouts = nullptr;  // their group handles name the communicators freed below
+    }
     for (auto& g : groups_) MPI_Comm_free(&g.comm);
     local_.pool().abort_processes = nullptr;
     local_.pool().gather_refusal.clear();
+    local_.pool().funneled_thread = std::thread::id{};
     detail::mpi_blocking_collectives.store(false);
     detail::current_distributed.store(nullptr);
   }
@@ -221,6 +227,7 @@ class runtime {
       // runtime's own thread may make them.
       detail::mpi_blocking_collectives.store(
           std::all_of(per_process_.begin(), per_process_.end(), [](int k) { return k == 1; }));
+      if (env_.thread_level() < MPI_THREAD_SERIALIZED) local_.pool().funneled_thread = std::this_thread::get_id();
       if (env_.thread_level() < MPI_THREAD_SERIALIZED && local_devices > 1)
         local_.pool().gather_refusal =
             std::string("its collectives between processes are made by device threads, which needs "

@@ -148,6 +148,30 @@ void check_subgroups(std::size_t n) {
   EXPECT(close(tessera::process_allgather(sm(x), true), got, 0));
 }
 
+/// More meshes than a pool keeps layouts of (process_layout_cache), each the devices in another
+/// rotation, visited twice: each psum over "r" adds its blocks in that mesh's order, so a layout
+/// of the wrong mesh would give another process's rows.
+void check_many_meshes(std::size_t n) {
+  std::size_t const meshes = 20, cols = 2;
+  auto const host = input(n, cols);
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t m = 0; m < meshes; ++m) {
+      std::vector<int> ids(n);
+      for (std::size_t p = 0; p < n; ++p) ids[p] = static_cast<int>((p + m) % n);
+      auto const mesh = tessera::make_mesh<"r">({static_cast<int>(n)}, ids);
+      auto const x = tessera::device_put(host, tessera::named_sharding(mesh, P<"r", none>{}));
+      // Block p (rows p) scaled by its position along "r", then summed: sum_p p * host(p, :).
+      auto const sm = tessera::shard_map(
+          [](auto const& v) { return tessera::psum<"r">(v * static_cast<float>(tessera::axis_index<"r">())); }, mesh,
+          tessera::in_specs(P<"r", none>{}), tessera::out_specs(P<>{}));
+      auto const got = tessera::process_allgather(sm(x), true);
+      xt::xtensor<float, 2> expect = xt::zeros<float>({std::size_t{1}, cols});
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t j = 0; j < cols; ++j) expect(0, j) += static_cast<float>(p) * host(p, j);
+      EXPECT(close(got, expect));
+    }
+}
+
 void check_grad(std::size_t n) {
   auto const mesh = tessera::make_mesh<"data">({static_cast<int>(n)});
   std::size_t const rows = 4 * n;
@@ -404,6 +428,7 @@ int main(int argc, char** argv) {
     auto const n = static_cast<std::size_t>(rt.device_count());
     check_collectives(n);
     check_subgroups(n);
+    check_many_meshes(n);
     check_grad(n);
     check_layouts(rt);
     check_float_sums(rt);

@@ -37,6 +37,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <thread>
 #include <vector>
 
 #include "tessera/core/slice.hpp"
@@ -97,14 +98,33 @@ struct exchange_buffers {
   byte_buffer pack, unpack;    // the MPI-mapped collectives (done with before they return)
 };
 
-/// A shard_map run over a mesh that spans processes: what its devices in this process share.
-struct process_run {
+/// Where a mesh's devices are among the processes and which processes its collectives involve:
+/// a function of the mesh alone, computed on its first shard_map and kept by the pool.
+struct process_layout {
   std::vector<process_group> groups;          // by axis mask (bit a: mesh axis a); [0]: every process
-  device_pool* pool = nullptr;
   std::size_t process = 0;                    // this process
   std::vector<std::size_t> process_of;        // each mesh position's process
   std::vector<std::size_t> index_in_process;  // its rank among that process's mesh positions
   std::vector<std::size_t> per_process;       // mesh positions in each process
+};
+
+/// The layouts of the meshes a pool's shard_maps ran on, newest last (kept in device_pool's
+/// process_layouts; a few, since a program uses few meshes).
+struct process_layout_cache {
+  static constexpr std::size_t capacity = 16;
+  struct entry {
+    std::vector<std::size_t> sizes;
+    std::vector<int> ids;
+    std::shared_ptr<process_layout const> layout;
+  };
+  std::vector<entry> entries;
+};
+
+/// A shard_map run over a mesh that spans processes: what its devices in this process share.
+struct process_run {
+  std::shared_ptr<process_layout const> layout;
+  std::vector<process_group> const& groups() const { return layout->groups; }
+  device_pool* pool = nullptr;
   std::vector<process_contribution> mine;     // by team position (this process's devices)
   std::shared_ptr<exchange_buffers> buffers;  // taken from the pool, given back at the end
   std::byte const* gathered = nullptr;        // every member process's inputs
@@ -125,19 +145,11 @@ struct process_run {
   bool deterministic = false;                 // sums in rank order (set_deterministic_collectives)
 };
 
-/// The state of a shard_map over mesh devices `ids` (axis sizes `sizes`), `local` of them in this
-/// process. Called by every process together (it may make communicators).
-inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::vector<std::size_t> const& sizes,
-                                    std::size_t local) {
-  if (!pool.gather_refusal.empty()) throw std::runtime_error("tessera::shard_map: " + pool.gather_refusal);
-  if (!pool.gather_bytes || !pool.process_groups)
-    throw std::logic_error(
-        "tessera::shard_map: the mesh has devices of other processes but nothing joins the processes; make a "
-        "tessera::distributed::runtime in every process (tessera/distributed.hpp)");
-  process_run r;
-  r.pool = &pool;
-  r.checked = pool.checked_collectives.load();
-  r.deterministic = pool.deterministic_collectives.load();
+/// The layout of mesh devices `ids` (axis sizes `sizes`) among the processes. Called by every
+/// process together (it may make communicators).
+inline process_layout make_process_layout(device_pool& pool, std::vector<int> const& ids,
+                                          std::vector<std::size_t> const& sizes) {
+  process_layout r;
   std::size_t const procs = static_cast<std::size_t>(pool.process_count());
   r.per_process.assign(procs, 0);
   r.process_of.resize(ids.size());
@@ -153,12 +165,6 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
       throw std::invalid_argument("tessera::shard_map: the mesh has no device of process " + std::to_string(p) +
                                   "; a mesh that spans processes must hold devices of every process, since each "
                                   "process takes part in every collective");
-  r.mine.resize(local);
-  {
-    std::lock_guard lock(pool.exchange_scratch_mutex);
-    r.buffers = std::static_pointer_cast<exchange_buffers>(std::exchange(pool.exchange_scratch, nullptr));
-  }
-  if (!r.buffers) r.buffers = std::make_shared<exchange_buffers>();
   // For each subset of the axes, the processes each process's groups involve. Where those sets
   // partition the processes, each set gets a communicator of its own (made once per mesh), and a
   // set of one process needs no MPI at all (a collective along an axis inside the processes).
@@ -222,6 +228,48 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
   return r;
 }
 
+/// The state of a shard_map over mesh devices `ids` (axis sizes `sizes`), `local` of them in this
+/// process. Called by every process together (a mesh's first call may make communicators).
+inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::vector<std::size_t> const& sizes,
+                                    std::size_t local) {
+  if (!pool.gather_refusal.empty()) throw std::runtime_error("tessera::shard_map: " + pool.gather_refusal);
+  if (!pool.gather_bytes || !pool.process_groups)
+    throw std::logic_error(
+        "tessera::shard_map: the mesh has devices of other processes but nothing joins the processes; make a "
+        "tessera::distributed::runtime in every process (tessera/distributed.hpp)");
+  // Refused here, on the calling thread and before any MPI call, not inside the body (a device's
+  // failure there would end the job).
+  if (pool.funneled_thread != std::thread::id{} && std::this_thread::get_id() != pool.funneled_thread)
+    throw std::logic_error(
+        "tessera: shard_map across processes was called from a thread other than the one that made the distributed "
+        "runtime; under MPI_THREAD_FUNNELED only that thread may communicate across processes");
+  process_run r;
+  r.pool = &pool;
+  r.checked = pool.checked_collectives.load();
+  r.deterministic = pool.deterministic_collectives.load();
+  {
+    std::lock_guard lock(pool.exchange_scratch_mutex);
+    r.buffers = std::static_pointer_cast<exchange_buffers>(std::exchange(pool.exchange_scratch, nullptr));
+    if (auto const* cache = static_cast<process_layout_cache const*>(pool.process_layouts.get()))
+      for (auto const& e : cache->entries)
+        if (e.sizes == sizes && e.ids == ids) r.layout = e.layout;
+  }
+  if (!r.buffers) r.buffers = std::make_shared<exchange_buffers>();
+  if (!r.layout) {
+    // Every process meets its first shard_map on a mesh at the same point of the program, so all
+    // of them compute the layout (and call process_groups) together; a layout dropped from the
+    // cache and computed again makes no MPI call (the runtime keeps each mesh's communicators).
+    r.layout = std::make_shared<process_layout const>(make_process_layout(pool, ids, sizes));
+    std::lock_guard lock(pool.exchange_scratch_mutex);
+    if (!pool.process_layouts) pool.process_layouts = std::make_shared<process_layout_cache>();
+    auto& entries = static_cast<process_layout_cache*>(pool.process_layouts.get())->entries;
+    if (entries.size() == process_layout_cache::capacity) entries.erase(entries.begin());
+    entries.push_back({sizes, ids, r.layout});
+  }
+  r.mine.resize(local);
+  return r;
+}
+
 /// What a device is doing, as processes compare it.
 inline std::uint64_t signature_hash(op_signature const& s) {
   // A word at a time (FNV-1a's byte loop cost 4% of a 4 KiB all_to_all between two processes).
@@ -246,7 +294,7 @@ inline std::string describe_collective(op_signature const& sig) {
 
 /// The processes a collective over sig's axes involves.
 inline process_group const& group_for(process_run const& r, op_signature const& sig) {
-  return sig.axes < r.groups.size() ? r.groups[sig.axes] : r.groups[0];
+  return sig.axes < r.groups().size() ? r.groups()[sig.axes] : r.groups()[0];
 }
 
 /// Whether this process's devices (their published signatures) are in the same collective.
@@ -267,7 +315,7 @@ inline bool local_devices_agree(process_run const& r) {
 /// same everywhere, or all of them throw collective_mismatch. A process whose own devices
 /// disagree says so with a signature no collective has (0), so the others throw too.
 inline void compare_signatures(process_run& r, op_signature const& sig) {
-  std::size_t const procs = r.per_process.size();
+  std::size_t const procs = r.layout->per_process.size();
   bool const local_ok = local_devices_agree(r);
   std::uint64_t const head[2] = {local_ok ? r.mine[0].hash : 0, r.mine.empty() ? 0 : r.mine[0].bytes};
   std::vector<std::uint64_t> counts(procs, 2 * sizeof(std::uint64_t));
@@ -297,7 +345,7 @@ inline void compare_signatures(process_run& r, op_signature const& sig) {
 /// processes in order.
 inline void gather_contributions(process_run& r, op_signature const& sig) {
   std::size_t const local = r.mine.size();
-  std::size_t const procs = r.per_process.size();
+  std::size_t const procs = r.layout->per_process.size();
   process_group const& g = group_for(r, sig);
   std::size_t const bytes = local == 0 ? 0 : r.mine[0].bytes;
   // This process's inputs, contiguous: one device's input as it is, several packed.
@@ -316,7 +364,7 @@ inline void gather_contributions(process_run& r, op_signature const& sig) {
   std::vector<std::uint64_t> counts(g.members.size());
   std::size_t total = 0;
   for (std::size_t j = 0; j < g.members.size(); ++j) {
-    counts[j] = r.per_process[g.members[j]] * bytes;
+    counts[j] = r.layout->per_process[g.members[j]] * bytes;
     r.offset[g.members[j]] = total;
     total += counts[j];
   }
@@ -353,8 +401,8 @@ std::vector<T const*> inputs_across_processes(spmd_frame& f, group const& g, op_
   std::vector<T const*> out(g.size());
   for (std::size_t j = 0; j < g.size(); ++j) {
     std::size_t const q = g.members[j];
-    out[j] = reinterpret_cast<T const*>(r.gathered + r.offset[r.process_of[q]] +
-                                        r.index_in_process[q] * count * sizeof(T));
+    out[j] = reinterpret_cast<T const*>(r.gathered + r.offset[r.layout->process_of[q]] +
+                                        r.layout->index_in_process[q] * count * sizeof(T));
   }
   return out;
 }

@@ -198,10 +198,16 @@ class device_pool {
   /// Why device threads may not call gather_bytes (MPI granted less than
   /// MPI_THREAD_SERIALIZED), or empty.
   std::string gather_refusal;
+  /// The one thread that may run a shard_map across processes (MPI_THREAD_FUNNELED: the thread
+  /// that made the distributed runtime), or none: anyone may.
+  std::thread::id funneled_thread{};
   /// Buffers a shard_map across processes keeps for the next one (parallel/across_processes.hpp),
   /// so that each call does not allocate and fault in its exchange buffers again.
   std::shared_ptr<void> exchange_scratch;
-  /// Guards exchange_scratch (host threads may run shard_maps on one pool at once).
+  /// The layouts among the processes of the meshes shard_maps ran on (parallel/across_processes.hpp),
+  /// computed once per mesh rather than on every call.
+  std::shared_ptr<void> process_layouts;
+  /// Guards exchange_scratch and process_layouts (host threads may run shard_maps on one pool at once).
   std::mutex exchange_scratch_mutex;
   /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
   /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
