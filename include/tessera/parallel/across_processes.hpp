@@ -639,19 +639,30 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
   for (std::size_t e : shape) count *= e;
   if (pg.per_process != 0) {
     std::size_t const local = r.mine.size();
-    std::vector<std::size_t> piece(shape.begin(), shape.end());
-    piece[split] /= k;
-    std::vector<std::size_t> out_shape = piece;
-    out_shape[concat] *= k;
+    // The piece each device sends each member: the shape with dimension `split` cut k ways.
+    // Scalars first: the direct case (one device per process, pieces contiguous in the input and
+    // the output) allocates nothing, since a small all_to_all costs about a microsecond.
     std::size_t pc = 1, before_split = 1, before_concat = 1;
-    for (std::size_t e : piece) pc *= e;
-    for (std::size_t a = 0; a < split; ++a) before_split *= shape[a];
-    for (std::size_t a = 0; a < concat; ++a) before_concat *= out_shape[a];
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+      std::size_t const e = a == split ? shape[a] / k : shape[a];
+      pc *= e;
+      if (a < split) before_split *= shape[a];
+      if (a < concat) before_concat *= a == split ? e : shape[a];  // the output's shape before `concat`
+    }
     bool const direct = local == 1 && before_split == 1 && before_concat == 1;
     std::size_t const block = local * local * pc;  // elements between two processes
     auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->pack.data()); };
     auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->unpack.data()); };
-    std::vector<std::size_t> scratch(3 * shape.size()), zero(shape.size(), 0), start(shape.size(), 0);
+    std::vector<std::size_t> piece, out_shape, scratch, zero, start;
+    if (!direct) {
+      piece.assign(shape.begin(), shape.end());
+      piece[split] /= k;
+      out_shape = piece;
+      out_shape[concat] *= k;
+      scratch.resize(3 * shape.size());
+      zero.assign(shape.size(), 0);
+      start.assign(shape.size(), 0);
+    }
     run_mapped(
         f, sig, in, count * sizeof(T), out,
         [&] {
