@@ -157,8 +157,8 @@ class runtime {
       for (std::size_t r = 1; r < firsts.size(); ++r) firsts[r] = firsts[r - 1] + per_process_[r - 1];
       local_.pool().set_process_span(first_device_, global_devices_, std::move(firsts));
       local_.pool().agree = [this](std::uint64_t hash, char const* what) { agree_on(hash, what); };
-      local_.pool().exchange = [this](std::vector<std::vector<std::byte>> const& send,
-                                      std::vector<std::vector<std::byte>>& recv, std::uint64_t signature,
+      local_.pool().exchange = [this](std::vector<detail::byte_row> const& send, std::vector<detail::byte_row>& recv,
+                                      std::uint64_t signature,
                                       std::string const& what) {
         env_.check_caller(what.c_str());
         std::lock_guard lock(env_.call_mutex());

@@ -151,13 +151,18 @@ std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, S1
 template <class T, std::size_t N, class S1, class S2>
 struct reshard_transfers {
   static constexpr std::size_t none = static_cast<std::size_t>(-1);
-  std::vector<std::vector<std::byte>> send, recv;
-  std::vector<std::size_t> offset;  // [q * sources + p]: where the piece starts in recv[from], or none
+  device_pool* pool_;
+  std::unique_ptr<exchange_rows> rows;  // the pool's, given back when done
+  std::vector<std::size_t> offset;  // [q * sources + p]: where the piece starts in rows->recv[from], or none
   std::vector<int> from;            // [q * sources + p]: the sending process
   bool any = false;
 
-  reshard_transfers(array<T, N, S1> const& x, S2 const& s) {
-    auto const& pool = *x.pool();
+  reshard_transfers(reshard_transfers const&) = delete;
+  reshard_transfers& operator=(reshard_transfers const&) = delete;
+  ~reshard_transfers() { pool_->give_back_exchange_rows(std::move(rows)); }
+
+  reshard_transfers(array<T, N, S1> const& x, S2 const& s) : pool_(x.pool().get()) {
+    auto& pool = *pool_;
     auto const& src = x.sharding();
     auto const& src_ids = src.device_ids();
     auto const& dst_ids = s.device_ids();
@@ -165,8 +170,9 @@ struct reshard_transfers {
     std::size_t const ns = src_ids.size(), nt = dst_ids.size();
     auto const procs = static_cast<std::size_t>(pool.process_count());
     int const me = pool.process_of(pool.first_id());
-    send.resize(procs);
-    recv.resize(procs);
+    rows = pool.take_exchange_rows(procs);
+    auto& send = rows->send;
+    auto& recv = rows->recv;
     offset.assign(nt * ns, none);
     from.assign(nt * ns, -1);
     std::vector<std::size_t> recv_size(procs, 0);
@@ -243,7 +249,7 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
       std::array<slice, N> region{};
       if (!detail::intersect(sb, block, region)) continue;
       if (moved && moved->offset[pos * ns + p] != transfers::none) {  // sent by another process
-        auto const& buf = moved->recv[static_cast<std::size_t>(moved->from[pos * ns + p])];
+        auto const& buf = moved->rows->recv[static_cast<std::size_t>(moved->from[pos * ns + p])];
         detail::copy_region(reinterpret_cast<T const*>(buf.data() + moved->offset[pos * ns + p]), region, out, block, region);
         continue;
       }

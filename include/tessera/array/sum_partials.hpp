@@ -70,12 +70,19 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     std::size_t offset;
   };
   std::vector<piece> pieces;
-  std::vector<std::vector<std::byte>> recv;
-  auto const& pool = *p.pool();
+  auto& pool = *p.pool();
+  // The pool's exchange rows, given back when the sum is built (or fails).
+  struct kept_rows {
+    device_pool& pool;
+    std::unique_ptr<exchange_rows> rows;
+    ~kept_rows() { pool.give_back_exchange_rows(std::move(rows)); }
+  } kept{pool, nullptr};
   if (pool.spans_processes(std::span<int const>(ids))) {
     auto const procs = static_cast<std::size_t>(pool.process_count());
     int const me = pool.process_of(pool.first_id());
-    std::vector<std::vector<std::byte>> send(procs);
+    kept.rows = pool.take_exchange_rows(procs);
+    auto& send = kept.rows->send;
+    auto& recv = kept.rows->recv;
     std::vector<std::size_t> recv_size(procs, 0);
     for (std::size_t t = 0; t < to.device_ids().size(); ++t) {
       int const receiver = pool.process_of(to.device_ids()[t]);
@@ -108,7 +115,6 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     if (!pieces.empty()) {
       if (!pool.exchange)
         throw std::logic_error("tessera: a sum of partial results between processes needs tessera::distributed::runtime");
-      recv.resize(procs);
       for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
       std::uint64_t sig = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, std::uint64_t{2}), sizeof(T)), N);
       sig = fnv1a_value(sig, static_cast<int>(op));
@@ -138,7 +144,7 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       } else {  // received: the region alone, row-major
         for (auto const& pc : pieces)
           if (pc.q == q && pc.region == region)
-            src = reinterpret_cast<T const*>(recv[static_cast<std::size_t>(pool.process_of(ids[q]))].data() + pc.offset);
+            src = reinterpret_cast<T const*>(kept.rows->recv[static_cast<std::size_t>(pool.process_of(ids[q]))].data() + pc.offset);
         if (src == nullptr) throw std::logic_error("tessera: internal: a partial block's region was not received");
         sb = region;
       }

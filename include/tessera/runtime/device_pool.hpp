@@ -21,6 +21,7 @@
 
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
+#include "tessera/runtime/exchange_rows.hpp"
 #include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 
@@ -214,9 +215,26 @@ class device_pool {
   /// `recv[r]`, sized by the caller to what process r sends it; the processes first compare
   /// `signature`, a hash of what they are doing (`what`), and all throw collective_mismatch if
   /// any differs. How reshards and sums between processes move blocks.
-  std::function<void(std::vector<std::vector<std::byte>> const& send, std::vector<std::vector<std::byte>>& recv,
-                     std::uint64_t signature, std::string const& what)>
+  std::function<void(std::vector<byte_row> const& send, std::vector<byte_row>& recv, std::uint64_t signature,
+                     std::string const& what)>
       exchange;
+  /// Rows for an exchange, emptied for `processes`: the ones the last exchange gave back, if any.
+  std::unique_ptr<exchange_rows> take_exchange_rows(std::size_t processes) {
+    std::unique_ptr<exchange_rows> rows;
+    {
+      std::lock_guard lock(exchange_scratch_mutex);
+      rows = std::move(kept_rows_);
+    }
+    if (!rows) rows = std::make_unique<exchange_rows>();
+    rows->reset(processes);
+    return rows;
+  }
+  /// Keeps an exchange's rows for the next one (up to 256 MiB; larger ones are let go).
+  void give_back_exchange_rows(std::unique_ptr<exchange_rows> rows) noexcept {
+    if (!rows || rows->capacity() > (std::size_t{256} << 20)) return;
+    std::lock_guard lock(exchange_scratch_mutex);
+    kept_rows_ = std::move(rows);
+  }
   /// The number of processes whose devices are in the id space (1 without a distributed runtime).
   int process_count() const { return process_first_.empty() ? 1 : static_cast<int>(process_first_.size()); }
   /// A number naming this pool in messages: 1 for the first made in the process, then 2, ...
@@ -450,6 +468,7 @@ class device_pool {
   std::mutex dispatch_mutex_;
   void (*task_fn_)(void*, int) = nullptr;
   void* task_ctx_ = nullptr;
+  std::unique_ptr<exchange_rows> kept_rows_;  // guarded by exchange_scratch_mutex
   alignas(64) std::atomic<int> remaining_{0};
   alignas(64) wait_word done_;
   std::atomic<bool> stopping_{false};

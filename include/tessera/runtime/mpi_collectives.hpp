@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tessera/runtime/exchange_rows.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
 
 namespace tessera::detail {
@@ -155,8 +156,8 @@ inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte con
 /// Point-to-point exchange: `send[r]` goes to process r and `recv[r]` (sized by the caller) is
 /// filled from process r, in pieces that fit MPI's int counts, all posted at once and waited
 /// on by polling. Every process calls it together (a process with nothing to move still calls).
-inline void mpi_exchange_bytes(mpi_environment const& env, std::vector<std::vector<std::byte>> const& send,
-                               std::vector<std::vector<std::byte>>& recv) {
+inline void mpi_exchange_bytes(mpi_environment const& env, std::vector<byte_row> const& send,
+                               std::vector<byte_row>& recv) {
   auto const p = static_cast<std::size_t>(env.size());
   auto const me = static_cast<std::size_t>(env.rank());
   if (send.size() != p || recv.size() != p)
