@@ -12,6 +12,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -148,11 +150,43 @@ auto make_input(V&& v) {
   return in;
 }
 
-/// A collective's result as the calling device's value: a local_scalar for rank 0, else a local_block.
+/// An address naming result_buffer<T, N> (recent_result::type).
+template <class T, std::size_t N>
+inline constexpr char result_type_tag = 0;
+
+/// A collective's result as the calling device's value: a local_scalar for rank 0, else a local_block
+/// (remembered in the frame, so that shard_map can take its memory if the body returns it).
 template <class Vma, class T, std::size_t N>
 auto as_result(result_buffer<T, N>&& r) {
-  if constexpr (N == 0) return local_scalar<T, Vma>(*r.data());
-  else return own_as_block<Vma>(std::move(r));
+  if constexpr (N == 0) {
+    return local_scalar<T, Vma>(*r.data());
+  } else {
+    auto holder = std::make_shared<result_buffer<T, N>>(std::move(r));
+    T const* data = holder->data();
+    shape_t<N> const shape = holder->shape;
+    if (current_frame != nullptr && data != nullptr)
+      current_frame->remember_result({data, &result_type_tag<T, N>, std::weak_ptr<void>(holder)});
+    using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
+    return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{std::move(holder)}), shape);
+  }
+}
+
+/// The memory of a collective result of this device's body at `data`, if the block being returned
+/// (which holds it) is its only holder: the caller then owns it, and the block must not be read
+/// again. Empty otherwise (the result was copied, sliced, or is still held elsewhere).
+template <class T, std::size_t N>
+std::optional<device_buffer<T>> take_result(T const* data, std::size_t count) {
+  spmd_frame* f = current_frame;
+  if (f == nullptr || data == nullptr) return std::nullopt;
+  for (auto& e : f->recent) {
+    if (e.data != data || e.type != &result_type_tag<T, N>) continue;
+    auto const held = std::static_pointer_cast<result_buffer<T, N>>(e.holder.lock());
+    // Two holders: the returned block and `held` here; more means someone else still reads it.
+    if (!held || held.use_count() != 2 || held->count() != count) return std::nullopt;
+    e = recent_result{};
+    return std::move(held->buf);
+  }
+  return std::nullopt;
 }
 
 /// The vma of a collective's result: the argument's, made the same along A (Reduce) or varying along A.

@@ -141,6 +141,11 @@ auto own_result(V&& v, device_memory* memory) {
       shape_t<N> shape{};
       for (std::size_t i = 0; i < N; ++i) shape[i] = static_cast<std::size_t>(v.shape()[i]);
       std::size_t const count = checked_element_count<T>(shape, "shard_map");
+      // A collective's result returned as it is: its memory, from this device's cache, becomes
+      // the output block (no copy: a 4 MiB all_gather's result took 30% of its shard_map).
+      if constexpr (is_local_block<std::remove_cvref_t<V>>::value && !std::is_lvalue_reference_v<V>) {
+        if (auto taken = take_result<T, N>(v.data(), count)) return device_result<T, N>{std::move(*taken), shape};
+      }
       device_result<T, N> r{device_buffer<T>(count, device_buffer<T>::uninitialized, memory), shape};
       if (count != 0) {
         auto dst = xt::adapt(r.buf.data(), count, xt::no_ownership(), shape);

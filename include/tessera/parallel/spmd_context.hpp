@@ -27,6 +27,14 @@ inline constexpr std::size_t max_mesh_axes = 16;  // axes in an op signature: 4 
 
 struct process_run;  // parallel/across_processes.hpp
 
+/// A collective result a device made in its body (collectives.hpp's as_result): if the body
+/// returns it as it is, shard_map takes its memory for the output instead of copying it.
+struct recent_result {
+  void const* data = nullptr;
+  void const* type = nullptr;  // names the holder's type (collectives.hpp's result_type_tag)
+  std::weak_ptr<void> holder;
+};
+
 /// The shard_map body a device thread is running.
 struct spmd_frame {
   team* t = nullptr;
@@ -40,6 +48,10 @@ struct spmd_frame {
   bool check_vma = true;               // false under shard_map(..., no_check_vma): grad then types every value varying
   std::size_t team_pos = 0;            // this device's place in the team (pos, unless the mesh spans processes)
   process_run* xp = nullptr;           // set when the mesh spans processes: collectives go through it
+  std::array<recent_result, 4> recent{};  // the last collective results made, in a ring
+  std::size_t next_recent = 0;
+
+  void remember_result(recent_result r) { recent[next_recent++ % recent.size()] = std::move(r); }
 };
 
 inline thread_local spmd_frame* current_frame = nullptr;
