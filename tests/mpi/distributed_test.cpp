@@ -308,8 +308,11 @@ void check_reshard_across(tessera::distributed::runtime& rt) {
     tessera::detail::mpi_max_bytes_per_call.store(keep);
   }
   if (n > 1) {
-    // Processes in different reshards: a collective_mismatch on every process naming both, not a
-    // hang or bytes read as the wrong layout; afterwards they go on together.
+    // Processes in different reshards, in checked mode (the default without NDEBUG): a
+    // collective_mismatch on every process naming both, not a hang or bytes read as the wrong
+    // layout; afterwards they go on together.
+    bool const was_checked = rt.checked_collectives();
+    rt.set_checked_collectives(true);
     std::string const e = error_of([&] {
       if (me == 0) (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{}));
       else (void)tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<tessera::none, "data">{}));
@@ -318,6 +321,9 @@ void check_reshard_across(tessera::distributed::runtime& rt) {
                   "float32(" + std::to_string(rows) + ", " + std::to_string(cols) + ")") != std::string::npos);
     auto again = tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{}));
     expect_shards(again, value);
+    rt.set_checked_collectives(false);  // unchecked, the same reshard makes only its own messages
+    expect_shards(tessera::device_put(x, tessera::named_sharding(mesh, tessera::P<>{})), value);
+    rt.set_checked_collectives(was_checked);
   }
 }
 

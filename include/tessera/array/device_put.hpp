@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -144,38 +145,50 @@ std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, S1
   return h;
 }
 
+/// Where `region` lies in the row-major buffer of `block` (both in global coordinates), when it
+/// is one contiguous run there: its first element's offset; none otherwise.
+template <std::size_t N>
+std::optional<std::size_t> contiguous_offset(std::array<slice, N> const& region, std::array<slice, N> const& block) {
+  // Row-major: every dimension after the last one the region does not span whole is spanned
+  // whole, and every one before it has extent 1.
+  std::size_t partial = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (region[i] != block[i]) partial = i;
+  for (std::size_t i = 0; i < partial; ++i)
+    if (region[i].size() != 1) return std::nullopt;
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < N; ++i) offset = offset * block[i].size() + (region[i].start - block[i].start);
+  return offset;
+}
+
 /// The pieces of a reshard that cross processes: for target position q and distinct source
-/// block p (replica 0), the bytes process `from` sends when the target's process holds no copy
-/// of that block. Every process computes the same list, so all of them know whether an exchange
-/// happens, what each sends and where each piece lands.
-template <class T, std::size_t N, class S1, class S2>
-struct reshard_transfers {
-  static constexpr std::size_t none = static_cast<std::size_t>(-1);
-  device_pool* pool_;
-  std::unique_ptr<exchange_rows> rows;  // the pool's, given back when done
-  std::vector<std::size_t> offset;  // [q * sources + p]: where the piece starts in rows->recv[from], or none
-  std::vector<int> from;            // [q * sources + p]: the sending process
-  bool any = false;
+/// block p (replica 0), the region the process holding p sends when the target's process holds
+/// no copy of that block. Every process computes the same list in the same order, so all of them
+/// know whether an exchange happens and which messages it is (matched in that order). A region
+/// contiguous in its source block is sent from it, one contiguous in its target block received
+/// into it; the others go through the pool's exchange rows (packed, or unpacked after).
+template <class T, std::size_t N>
+struct reshard_pieces {
+  struct piece {
+    std::size_t q, p;  // target position, source position
+    int sender, receiver;
+    std::array<slice, N> region;
+  };
+  std::vector<piece> pieces;
+  std::vector<char> remote;  // [q * sources + p]: filled by the exchange, not by a local copy
+  std::size_t sources = 0;
 
-  reshard_transfers(reshard_transfers const&) = delete;
-  reshard_transfers& operator=(reshard_transfers const&) = delete;
-  ~reshard_transfers() { pool_->give_back_exchange_rows(std::move(rows)); }
-
-  reshard_transfers(array<T, N, S1> const& x, S2 const& s) : pool_(x.pool().get()) {
-    auto& pool = *pool_;
+  template <class S1, class S2>
+  reshard_pieces(array<T, N, S1> const& x, S2 const& s) {
+    auto const& pool = *x.pool();
     auto const& src = x.sharding();
     auto const& src_ids = src.device_ids();
     auto const& dst_ids = s.device_ids();
     auto const shape = x.shape();
     std::size_t const ns = src_ids.size(), nt = dst_ids.size();
-    auto const procs = static_cast<std::size_t>(pool.process_count());
+    sources = ns;
+    remote.assign(nt * ns, 0);
     int const me = pool.process_of(pool.first_id());
-    rows = pool.take_exchange_rows(procs);
-    auto& send = rows->send;
-    auto& recv = rows->recv;
-    offset.assign(nt * ns, none);
-    from.assign(nt * ns, -1);
-    std::vector<std::size_t> recv_size(procs, 0);
     for (std::size_t q = 0; q < nt; ++q) {
       int const to = pool.process_of(dst_ids[q]);
       auto const block = s.block(q, shape);
@@ -187,28 +200,80 @@ struct reshard_transfers {
         bool held = false;  // does the target's process hold a copy of the block?
         for (std::size_t k = 0; k < ns && !held; ++k) held = pool.process_of(src_ids[k]) == to && src.block(k, shape) == sb;
         if (held) continue;
-        any = true;
-        int const sender = pool.process_of(src_ids[p]);
-        std::size_t const bytes = element_count(block_shape(region)) * sizeof(T);
-        from[q * ns + p] = sender;
-        if (sender == me) {  // pack the region, row-major, at the end of what goes to `to`
-          auto& out = send[static_cast<std::size_t>(to)];
-          std::size_t const at = out.size();
-          out.resize(at + bytes);
-          copy_region(x.block_data(p), sb, reinterpret_cast<T*>(out.data() + at), region, region);
-        }
-        if (to == me) {
-          offset[q * ns + p] = recv_size[static_cast<std::size_t>(sender)];
-          recv_size[static_cast<std::size_t>(sender)] += bytes;
-        }
+        pieces.push_back({q, p, pool.process_of(src_ids[p]), to, region});
+        if (to == me) remote[q * ns + p] = 1;
       }
     }
-    if (!any) return;
-    if (!pool.exchange)
+  }
+
+  /// Moves the pieces (every process together): from x's blocks into out's, which a build_array
+  /// made with every other region already copied.
+  template <class S1, class S2>
+  void exchange(array<T, N, S1> const& x, array<T, N, S2> const& out) const {
+    device_pool& pool = *x.pool();
+    if (!pool.exchange_in_place)
       throw std::logic_error("tessera::device_put: a reshard between processes needs tessera::distributed::runtime");
-    for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
-    pool.exchange(send, recv, exchange_signature<T>(1, shape, src, s),
-                  "a reshard of " + std::string(dtype_name<T>()) + shape_string(shape));
+    auto const& src = x.sharding();
+    auto const& dst = out.sharding();
+    auto const shape = x.shape();
+    int const me = pool.process_of(pool.first_id());
+    struct kept_rows {
+      device_pool& pool;
+      std::unique_ptr<exchange_rows> rows;
+      ~kept_rows() { pool.give_back_exchange_rows(std::move(rows)); }
+    } kept{pool, pool.take_exchange_rows(1)};
+    byte_row& packed = kept.rows->send[0];
+    byte_row& staged = kept.rows->recv[0];
+    // Offsets into the staging rows first (their data must not move once messages point in).
+    std::vector<std::size_t> stage_at(pieces.size(), static_cast<std::size_t>(-1));
+    std::size_t pack_bytes = 0, stage_bytes = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      auto const& pc = pieces[i];
+      std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
+      if (pc.sender == me && !contiguous_offset(pc.region, src.block(pc.p, shape))) {
+        stage_at[i] = pack_bytes;
+        pack_bytes += bytes;
+      } else if (pc.receiver == me && !contiguous_offset(pc.region, dst.block(pc.q, shape))) {
+        stage_at[i] = stage_bytes;
+        stage_bytes += bytes;
+      }
+    }
+    packed.resize(pack_bytes);
+    staged.resize(stage_bytes);
+    std::vector<device_pool::exchange_message> messages;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      auto const& pc = pieces[i];
+      std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
+      if (pc.sender == me) {
+        auto const sb = src.block(pc.p, shape);
+        T const* from = x.block_data(pc.p);
+        std::byte* data = nullptr;
+        if (auto at = contiguous_offset(pc.region, sb)) {
+          // MPI reads, never writes, a send buffer; its C signature takes void const*.
+          data = reinterpret_cast<std::byte*>(const_cast<T*>(from + *at));
+        } else {
+          data = packed.data() + stage_at[i];
+          copy_region(from, sb, reinterpret_cast<T*>(data), pc.region, pc.region);
+        }
+        messages.push_back({pc.receiver, false, data, bytes});
+      }
+      if (pc.receiver == me) {
+        auto const tb = dst.block(pc.q, shape);
+        // out is new and this process's alone: its blocks are written here, once.
+        T* to = const_cast<T*>(out.block_data(pc.q));
+        auto at = contiguous_offset(pc.region, tb);
+        std::byte* data = at ? reinterpret_cast<std::byte*>(to + *at) : staged.data() + stage_at[i];
+        messages.push_back({pc.sender, true, data, bytes});
+      }
+    }
+    pool.exchange_in_place(messages, exchange_signature<T>(1, shape, src, dst),
+                           "a reshard of " + std::string(dtype_name<T>()) + shape_string(shape));
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      auto const& pc = pieces[i];
+      if (pc.receiver != me || stage_at[i] == static_cast<std::size_t>(-1)) continue;
+      copy_region(reinterpret_cast<T const*>(staged.data() + stage_at[i]), pc.region,
+                  const_cast<T*>(out.block_data(pc.q)), dst.block(pc.q, shape), pc.region);
+    }
   }
 };
 
@@ -217,8 +282,9 @@ struct reshard_transfers {
 /// jax.device_put(array, sharding): the same values laid out by another sharding.
 /// Each destination device copies the parts of its block from the source blocks in place
 /// (shared memory), preferring a copy it already holds; across processes, the parts no copy on
-/// the destination's process holds are sent by the process holding the block (one exchange,
-/// point to point, every process taking part).
+/// the destination's process holds are sent by the process holding the block, from its block
+/// into the destination's where the part is contiguous in both (one exchange, point to point,
+/// every process taking part).
 template <class T, std::size_t N, class S1, sharding S2>
 array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   auto const& src = x.sharding();
@@ -233,26 +299,21 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   auto const events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
   detail::record_collectives(events);
   detail::trace_as const label = detail::trace_collectives(events, "reshard");
-  using transfers = detail::reshard_transfers<T, N, S1, S2>;
-  std::optional<transfers> moved;
+  std::optional<detail::reshard_pieces<T, N>> moved;
   if (x.pool()->spans_processes(std::span<int const>(src_ids)) || x.pool()->spans_processes(std::span<int const>(s.device_ids())))
     moved.emplace(x, s);
   std::size_t const ns = src_ids.size();
-  return detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+  auto out = detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
     int const d = s.device_ids()[pos];
     // The source position on this device, if any: its copy of a block is the cheapest to read.
     int const local = static_cast<std::size_t>(d) < src_pos_of.size() ? src_pos_of[static_cast<std::size_t>(d)] : -1;
     auto const local_block = local >= 0 ? src.block(static_cast<std::size_t>(local), shape) : std::array<slice, N>{};
     for (std::size_t p = 0; p < ns; ++p) {
       if (src.replica_id(p) != 0) continue;  // one copy of each distinct block
+      if (moved && moved->remote[pos * ns + p]) continue;  // another process sends it (below)
       auto const sb = src.block(p, shape);
       std::array<slice, N> region{};
       if (!detail::intersect(sb, block, region)) continue;
-      if (moved && moved->offset[pos * ns + p] != transfers::none) {  // sent by another process
-        auto const& buf = moved->rows->recv[static_cast<std::size_t>(moved->from[pos * ns + p])];
-        detail::copy_region(reinterpret_cast<T const*>(buf.data() + moved->offset[pos * ns + p]), region, out, block, region);
-        continue;
-      }
       std::size_t from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
       if (!x.pool()->is_local(src_ids[from]))  // another process's copy: read one of ours
         for (std::size_t q = 0; q < src_ids.size(); ++q)
@@ -263,6 +324,8 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
       detail::copy_region(x.block_data(from), sb, out, block, region);
     }
   });
+  if (moved && !moved->pieces.empty()) moved->exchange(x, out);
+  return out;
 }
 
 }  // namespace tessera

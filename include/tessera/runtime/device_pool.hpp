@@ -218,6 +218,20 @@ class device_pool {
   std::function<void(std::vector<byte_row> const& send, std::vector<byte_row>& recv, std::uint64_t signature,
                      std::string const& what)>
       exchange;
+  /// One message of an exchange_in_place: `bytes` at `data` sent to, or received from, process `peer`.
+  struct exchange_message {
+    int peer = 0;
+    bool receive = false;
+    std::byte* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  /// Moves bytes between processes straight from and into their places (set by
+  /// tessera::distributed::runtime): every process calls it together, each listing its messages
+  /// in one order all of them follow (messages between two processes match in that order);
+  /// in checked mode the processes first compare `signature`, a hash of what they are doing
+  /// (`what`), and all throw collective_mismatch if any differs. How reshards move blocks.
+  std::function<void(std::vector<exchange_message> const& messages, std::uint64_t signature, std::string const& what)>
+      exchange_in_place;
   /// Rows for an exchange, emptied for `processes`: the ones the last exchange gave back, if any.
   std::unique_ptr<exchange_rows> take_exchange_rows(std::size_t processes) {
     std::unique_ptr<exchange_rows> rows;

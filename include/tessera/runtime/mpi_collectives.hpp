@@ -185,6 +185,34 @@ inline void mpi_exchange_bytes(mpi_environment const& env, std::vector<byte_row>
   for (auto& r : requests) mpi_wait(env.comm(), r, "an exchange between processes (MPI_Isend/MPI_Irecv)");
 }
 
+/// Point-to-point messages in place: each of `messages` (peer, direction, bytes) posted in the
+/// order given, in pieces that fit MPI's int counts, all with one tag, so that two processes'
+/// lists in the same order match message by message; then waited on. Every process calls it
+/// together (a process with no message still calls).
+template <class Message>
+void mpi_exchange_messages(mpi_environment const& env, std::vector<Message> const& messages) {
+  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), 1);
+  std::vector<MPI_Request> requests;
+  for (auto const& m : messages) {
+    if (m.peer == env.rank()) throw std::logic_error("tessera: an exchange between processes lists a message to itself");
+    for (std::size_t off = 0; off < m.bytes; off += limit) {
+      int const count = static_cast<int>(std::min(limit, m.bytes - off));
+      MPI_Request r{};
+      if (m.receive)
+        mpi_check(MPI_Irecv(m.data + off, count, MPI_BYTE, m.peer, 0, env.comm(), &r), "MPI_Irecv");
+      else
+        mpi_check(MPI_Isend(m.data + off, count, MPI_BYTE, m.peer, 0, env.comm(), &r), "MPI_Isend");
+      requests.push_back(r);
+    }
+  }
+  if (mpi_blocking_collectives.load(std::memory_order_relaxed)) {
+    if (!requests.empty())
+      mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    return;
+  }
+  for (auto& r : requests) mpi_wait(env.comm(), r, "an exchange between processes (MPI_Isend/MPI_Irecv)");
+}
+
 /// MPI's type for the elements of a dtype_code (runtime/team.hpp), or MPI_DATATYPE_NULL where
 /// tessera sends them as bytes only (bool, and element types MPI has no reduction for).
 inline MPI_Datatype mpi_type_of(std::uint32_t dtype) {
