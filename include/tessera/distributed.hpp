@@ -79,7 +79,6 @@ class runtime {
       MPI_Abort(env_.comm(), 1);
     }
     local_.pool().agree = nullptr;
-    local_.pool().exchange = nullptr;
     local_.pool().exchange_in_place = nullptr;
     local_.pool().gather_bytes = nullptr;
     local_.pool().collective_between_processes = nullptr;
@@ -159,17 +158,6 @@ class runtime {
       for (std::size_t r = 1; r < firsts.size(); ++r) firsts[r] = firsts[r - 1] + per_process_[r - 1];
       local_.pool().set_process_span(first_device_, global_devices_, std::move(firsts));
       local_.pool().agree = [this](std::uint64_t hash, char const* what) { agree_on(hash, what); };
-      local_.pool().exchange = [this](std::vector<detail::byte_row> const& send, std::vector<detail::byte_row>& recv,
-                                      std::uint64_t signature,
-                                      std::string const& what) {
-        env_.check_caller(what.c_str());
-        std::lock_guard lock(env_.call_mutex());
-        // Checked mode only, as for shard_map's collectives: otherwise processes in different
-        // reshards are a wrong program, as with MPI itself (a 4 KiB reshard spent a third of its
-        // time agreeing).
-        if (local_.pool().checked_collectives.load()) agree_on_signature(signature, what);
-        detail::mpi_exchange_bytes(env_, send, recv);
-      };
       local_.pool().exchange_in_place = [this](std::vector<detail::device_pool::exchange_message> const& messages,
                                                std::uint64_t signature, std::string const& what) {
         env_.check_caller(what.c_str());

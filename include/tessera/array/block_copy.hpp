@@ -5,6 +5,7 @@
 #include <array>
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 
 #include "tessera/array/shape.hpp"
 #include "tessera/core/slice.hpp"
@@ -51,6 +52,22 @@ template <class T, std::size_t N>
 void copy_region(T const* src, std::array<slice, N> const& src_block, T* dst, std::array<slice, N> const& dst_block,
                  std::array<slice, N> const& region) {
   visit_region(src, src_block, dst, dst_block, region, [](T const* s, T* d, std::size_t n) { std::copy(s, s + n, d); });
+}
+
+/// Where `region` lies in the row-major buffer of `block` (both in global coordinates), when it
+/// is one contiguous run there: its first element's offset; none otherwise.
+template <std::size_t N>
+std::optional<std::size_t> contiguous_offset(std::array<slice, N> const& region, std::array<slice, N> const& block) {
+  // Row-major: every dimension after the last one the region does not span whole is spanned
+  // whole, and every one before it has extent 1.
+  std::size_t partial = 0;
+  for (std::size_t i = 0; i < N; ++i)
+    if (region[i] != block[i]) partial = i;
+  for (std::size_t i = 0; i < partial; ++i)
+    if (region[i].size() != 1) return std::nullopt;
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < N; ++i) offset = offset * block[i].size() + (region[i].start - block[i].start);
+  return offset;
 }
 
 /// The whole-array block of a shape (how host buffers are described).

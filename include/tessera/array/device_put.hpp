@@ -145,22 +145,6 @@ std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, S1
   return h;
 }
 
-/// Where `region` lies in the row-major buffer of `block` (both in global coordinates), when it
-/// is one contiguous run there: its first element's offset; none otherwise.
-template <std::size_t N>
-std::optional<std::size_t> contiguous_offset(std::array<slice, N> const& region, std::array<slice, N> const& block) {
-  // Row-major: every dimension after the last one the region does not span whole is spanned
-  // whole, and every one before it has extent 1.
-  std::size_t partial = 0;
-  for (std::size_t i = 0; i < N; ++i)
-    if (region[i] != block[i]) partial = i;
-  for (std::size_t i = 0; i < partial; ++i)
-    if (region[i].size() != 1) return std::nullopt;
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < N; ++i) offset = offset * block[i].size() + (region[i].start - block[i].start);
-  return offset;
-}
-
 /// The pieces of a reshard that cross processes: for target position q and distinct source
 /// block p (replica 0), the region the process holding p sends when the target's process holds
 /// no copy of that block. Every process computes the same list in the same order, so all of them
@@ -221,9 +205,9 @@ struct reshard_pieces {
       device_pool& pool;
       std::unique_ptr<exchange_rows> rows;
       ~kept_rows() { pool.give_back_exchange_rows(std::move(rows)); }
-    } kept{pool, pool.take_exchange_rows(1)};
-    byte_row& packed = kept.rows->send[0];
-    byte_row& staged = kept.rows->recv[0];
+    } kept{pool, pool.take_exchange_rows()};
+    byte_row& packed = kept.rows->packed;
+    byte_row& staged = kept.rows->staged;
     // Offsets into the staging rows first (their data must not move once messages point in).
     std::vector<std::size_t> stage_at(pieces.size(), static_cast<std::size_t>(-1));
     std::size_t pack_bytes = 0, stage_bytes = 0;

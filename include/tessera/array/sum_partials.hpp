@@ -67,7 +67,8 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     int receiver;
     std::size_t q;
     std::array<slice, N> region;
-    std::size_t offset;
+    std::size_t offset;  // in the staging row, on the receiver
+    int sender;
   };
   std::vector<piece> pieces;
   auto& pool = *p.pool();
@@ -78,12 +79,9 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     ~kept_rows() { pool.give_back_exchange_rows(std::move(rows)); }
   } kept{pool, nullptr};
   if (pool.spans_processes(std::span<int const>(ids))) {
-    auto const procs = static_cast<std::size_t>(pool.process_count());
     int const me = pool.process_of(pool.first_id());
-    kept.rows = pool.take_exchange_rows(procs);
-    auto& send = kept.rows->send;
-    auto& recv = kept.rows->recv;
-    std::vector<std::size_t> recv_size(procs, 0);
+    kept.rows = pool.take_exchange_rows();
+    std::size_t staged_bytes = 0;
     for (std::size_t t = 0; t < to.device_ids().size(); ++t) {
       int const receiver = pool.process_of(to.device_ids()[t]);
       auto const tb = to.block(t, shape);
@@ -97,25 +95,48 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
         for (auto const& pc : pieces) seen = seen || (pc.receiver == receiver && pc.q == q && pc.region == region);
         if (seen) continue;
         std::size_t const bytes = element_count(block_shape(region)) * sizeof(T);
-        auto const r = static_cast<std::size_t>(receiver);
-        if (sender == me) {
-          auto& out = send[r];
-          std::size_t const at = out.size();
-          out.resize(at + bytes);
-          copy_region(p.block_data(q), sb, reinterpret_cast<T*>(out.data() + at), region, region);
-        }
         std::size_t offset = 0;
         if (receiver == me) {
-          offset = recv_size[static_cast<std::size_t>(sender)];
-          recv_size[static_cast<std::size_t>(sender)] += bytes;
+          offset = staged_bytes;
+          staged_bytes += bytes;
         }
-        pieces.push_back({receiver, q, region, offset});
+        pieces.push_back({receiver, q, region, offset, sender});
       }
     }
     if (!pieces.empty()) {
-      if (!pool.exchange)
+      if (!pool.exchange_in_place)
         throw std::logic_error("tessera: a sum of partial results between processes needs tessera::distributed::runtime");
-      for (std::size_t r = 0; r < procs; ++r) recv[r].resize(recv_size[r]);
+      // Received regions land in one staging row (they are summed with the local ones below);
+      // a region contiguous in its partial block is sent from it, the others packed first.
+      byte_row& staged = kept.rows->staged;
+      byte_row& packed = kept.rows->packed;
+      staged.resize(staged_bytes);
+      std::vector<std::size_t> pack_at(pieces.size(), 0);
+      std::size_t pack_bytes = 0;
+      for (std::size_t i = 0; i < pieces.size(); ++i)
+        if (pieces[i].sender == me && !contiguous_offset(pieces[i].region, from.block(pieces[i].q, shape))) {
+          pack_at[i] = pack_bytes;
+          pack_bytes += element_count(block_shape(pieces[i].region)) * sizeof(T);
+        }
+      packed.resize(pack_bytes);
+      std::vector<device_pool::exchange_message> messages;
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        auto const& pc = pieces[i];
+        std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
+        if (pc.sender == me) {
+          auto const sb = from.block(pc.q, shape);
+          std::byte* data = nullptr;
+          if (auto at = contiguous_offset(pc.region, sb)) {
+            // MPI reads, never writes, a send buffer; its C signature takes void const*.
+            data = reinterpret_cast<std::byte*>(const_cast<T*>(p.block_data(pc.q) + *at));
+          } else {
+            data = packed.data() + pack_at[i];
+            copy_region(p.block_data(pc.q), sb, reinterpret_cast<T*>(data), pc.region, pc.region);
+          }
+          messages.push_back({pc.receiver, false, data, bytes});
+        }
+        if (pc.receiver == me) messages.push_back({pc.sender, true, staged.data() + pc.offset, bytes});
+      }
       std::uint64_t sig = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, std::uint64_t{2}), sizeof(T)), N);
       sig = fnv1a_value(sig, static_cast<int>(op));
       for (auto d : shape) sig = fnv1a_value(sig, d);
@@ -125,7 +146,7 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       }
       for (int d : ids) sig = fnv1a_value(sig, d);
       for (int d : to.device_ids()) sig = fnv1a_value(sig, d);
-      pool.exchange(send, recv, sig, "a sum of partial results of shape " + shape_string(shape));
+      pool.exchange_in_place(messages, sig, "a sum of partial results of shape " + shape_string(shape));
       std::erase_if(pieces, [&](piece const& pc) { return pc.receiver != me; });
     }
   }
@@ -144,7 +165,7 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       } else {  // received: the region alone, row-major
         for (auto const& pc : pieces)
           if (pc.q == q && pc.region == region)
-            src = reinterpret_cast<T const*>(kept.rows->recv[static_cast<std::size_t>(pool.process_of(ids[q]))].data() + pc.offset);
+            src = reinterpret_cast<T const*>(kept.rows->staged.data() + pc.offset);
         if (src == nullptr) throw std::logic_error("tessera: internal: a partial block's region was not received");
         sb = region;
       }

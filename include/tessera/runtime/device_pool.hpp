@@ -210,14 +210,6 @@ class device_pool {
   std::shared_ptr<void> process_layouts;
   /// Guards exchange_scratch and process_layouts (host threads may run shard_maps on one pool at once).
   std::mutex exchange_scratch_mutex;
-  /// Moves bytes between processes (set by tessera::distributed::runtime): every process calls
-  /// it together with its bytes for each process (`send[r]`, empty for itself) and receives into
-  /// `recv[r]`, sized by the caller to what process r sends it; the processes first compare
-  /// `signature`, a hash of what they are doing (`what`), and all throw collective_mismatch if
-  /// any differs. How reshards and sums between processes move blocks.
-  std::function<void(std::vector<byte_row> const& send, std::vector<byte_row>& recv, std::uint64_t signature,
-                     std::string const& what)>
-      exchange;
   /// One message of an exchange_in_place: `bytes` at `data` sent to, or received from, process `peer`.
   struct exchange_message {
     int peer = 0;
@@ -232,15 +224,15 @@ class device_pool {
   /// (`what`), and all throw collective_mismatch if any differs. How reshards move blocks.
   std::function<void(std::vector<exchange_message> const& messages, std::uint64_t signature, std::string const& what)>
       exchange_in_place;
-  /// Rows for an exchange, emptied for `processes`: the ones the last exchange gave back, if any.
-  std::unique_ptr<exchange_rows> take_exchange_rows(std::size_t processes) {
+  /// Staging rows for an exchange, emptied: the ones the last exchange gave back, if any.
+  std::unique_ptr<exchange_rows> take_exchange_rows() {
     std::unique_ptr<exchange_rows> rows;
     {
       std::lock_guard lock(exchange_scratch_mutex);
       rows = std::move(kept_rows_);
     }
     if (!rows) rows = std::make_unique<exchange_rows>();
-    rows->reset(processes);
+    rows->reset();
     return rows;
   }
   /// Keeps an exchange's rows for the next one (up to 256 MiB; larger ones are let go).

@@ -1,8 +1,7 @@
 #pragma once
-// The bytes of an exchange between processes (reshards and sums of partial results across
-// processes): one row per process, filled before it is read, so never cleared, and kept by the
-// device pool from one exchange to the next, so that a reshard does not fault in fresh pages each
-// time (a fresh 4 MiB std::vector, zero-filled, was most of a 4 MiB reshard's cost).
+// The staging bytes of an exchange between processes (reshards and sums of partial results across
+// processes): filled before they are read, so never cleared, and kept by the device pool from one
+// exchange to the next, so that an exchange does not fault in fresh pages each time.
 
 #include <cstddef>
 #include <memory>
@@ -37,24 +36,18 @@ struct uninitialized_allocator : std::allocator<T> {
 /// Bytes that resize() does not clear.
 using byte_row = std::vector<std::byte, uninitialized_allocator<std::byte>>;
 
-/// One row of bytes per process: what this process sends to each (send[r]) and receives from each (recv[r]).
+/// The staging bytes of an exchange between processes: regions packed before they are sent
+/// (those not contiguous in their block) and regions received before they are unpacked or summed.
 struct exchange_rows {
-  std::vector<byte_row> send, recv;
+  byte_row packed, staged;
 
-  /// Empties every row for `processes` processes, keeping their memory.
-  void reset(std::size_t processes) {
-    send.resize(processes);
-    recv.resize(processes);
-    for (auto& r : send) r.clear();
-    for (auto& r : recv) r.clear();
+  /// Empties both, keeping their memory.
+  void reset() {
+    packed.clear();
+    staged.clear();
   }
   /// Bytes held in all (capacity), to bound what the pool keeps.
-  std::size_t capacity() const {
-    std::size_t n = 0;
-    for (auto const& r : send) n += r.capacity();
-    for (auto const& r : recv) n += r.capacity();
-    return n;
-  }
+  std::size_t capacity() const { return packed.capacity() + staged.capacity(); }
 };
 
 }  // namespace tessera::detail

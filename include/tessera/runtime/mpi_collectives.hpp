@@ -19,7 +19,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "tessera/runtime/exchange_rows.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
 
 namespace tessera::detail {
@@ -151,38 +150,6 @@ inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte con
       sent[r] += static_cast<std::uint64_t>(rc[r]);
     }
   }
-}
-
-/// Point-to-point exchange: `send[r]` goes to process r and `recv[r]` (sized by the caller) is
-/// filled from process r, in pieces that fit MPI's int counts, all posted at once and waited
-/// on by polling. Every process calls it together (a process with nothing to move still calls).
-inline void mpi_exchange_bytes(mpi_environment const& env, std::vector<byte_row> const& send,
-                               std::vector<byte_row>& recv) {
-  auto const p = static_cast<std::size_t>(env.size());
-  auto const me = static_cast<std::size_t>(env.rank());
-  if (send.size() != p || recv.size() != p)
-    throw std::logic_error("tessera: an exchange between processes needs one buffer per process");
-  std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), 1);
-  std::vector<MPI_Request> requests;
-  auto post = [&](std::byte* data, std::size_t n, std::size_t peer, bool receive) {
-    int tag = 0;
-    for (std::size_t off = 0; off < n; off += limit, ++tag) {
-      int const count = static_cast<int>(std::min(limit, n - off));
-      MPI_Request r{};
-      if (receive)
-        mpi_check(MPI_Irecv(data + off, count, MPI_BYTE, static_cast<int>(peer), tag, env.comm(), &r), "MPI_Irecv");
-      else
-        mpi_check(MPI_Isend(data + off, count, MPI_BYTE, static_cast<int>(peer), tag, env.comm(), &r), "MPI_Isend");
-      requests.push_back(r);
-    }
-  };
-  for (std::size_t r = 0; r < p; ++r) {
-    if (r == me) continue;
-    post(recv[r].data(), recv[r].size(), r, true);
-    // MPI reads, never writes, a send buffer; its C signature takes void const*.
-    post(const_cast<std::byte*>(send[r].data()), send[r].size(), r, false);
-  }
-  for (auto& r : requests) mpi_wait(env.comm(), r, "an exchange between processes (MPI_Isend/MPI_Irecv)");
 }
 
 /// Point-to-point messages in place: each of `messages` (peer, direction, bytes) posted in the
