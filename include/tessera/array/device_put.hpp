@@ -250,8 +250,11 @@ struct reshard_pieces {
         messages.push_back({pc.sender, true, data, bytes});
       }
     }
-    pool.exchange_in_place(messages, exchange_signature<T>(1, shape, src, dst),
-                           "a reshard of " + std::string(dtype_name<T>()) + shape_string(shape));
+    // The signature and its description only where they are compared (checked mode).
+    bool const checked = pool.checked_collectives.load();
+    pool.exchange_in_place(messages, checked ? exchange_signature<T>(1, shape, src, dst) : 0,
+                           checked ? "a reshard of " + std::string(dtype_name<T>()) + shape_string(shape)
+                                   : std::string("a reshard between processes"));
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       auto const& pc = pieces[i];
       if (pc.receiver != me || stage_at[i] == static_cast<std::size_t>(-1)) continue;
@@ -280,7 +283,10 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
     src_pos_of[static_cast<std::size_t>(src_ids[p])] = static_cast<int>(p);
   }
   auto const shape = x.shape();
-  auto const events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
+  // The collectives it is, for a live collective_counter or trace only (planning them costs
+  // more than a small reshard between processes moves).
+  std::vector<collective_event> events;
+  if (detail::counting() || detail::tracing()) events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
   detail::record_collectives(events);
   detail::trace_as const label = detail::trace_collectives(events, "reshard");
   std::optional<detail::reshard_pieces<T, N>> moved;
