@@ -70,6 +70,18 @@ std::optional<std::size_t> contiguous_offset(std::array<slice, N> const& region,
   return offset;
 }
 
+/// The bytes to send for `region` of a buffer holding `block`: the buffer itself where the region
+/// is contiguous there, else `pack` (room the caller made), into which it is copied first.
+template <class T, std::size_t N>
+std::byte* region_to_send(T const* src, std::array<slice, N> const& block, std::array<slice, N> const& region,
+                          std::byte* pack) {
+  if (auto at = contiguous_offset(region, block))
+    // MPI reads, never writes, a send buffer; its C signature takes void const*.
+    return reinterpret_cast<std::byte*>(const_cast<T*>(src + *at));
+  copy_region(src, block, reinterpret_cast<T*>(pack), region, region);
+  return pack;
+}
+
 /// The whole-array block of a shape (how host buffers are described).
 template <std::size_t N>
 std::array<slice, N> full_block(shape_t<N> const& shape) {

@@ -209,13 +209,13 @@ struct reshard_pieces {
     byte_row& packed = kept.rows->packed;
     byte_row& staged = kept.rows->staged;
     // Offsets into the staging rows first (their data must not move once messages point in).
-    std::vector<std::size_t> stage_at(pieces.size(), static_cast<std::size_t>(-1));
+    std::vector<std::size_t> pack_at(pieces.size(), 0), stage_at(pieces.size(), static_cast<std::size_t>(-1));
     std::size_t pack_bytes = 0, stage_bytes = 0;
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       auto const& pc = pieces[i];
       std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
       if (pc.sender == me && !contiguous_offset(pc.region, src.block(pc.p, shape))) {
-        stage_at[i] = pack_bytes;
+        pack_at[i] = pack_bytes;
         pack_bytes += bytes;
       } else if (pc.receiver == me && !contiguous_offset(pc.region, dst.block(pc.q, shape))) {
         stage_at[i] = stage_bytes;
@@ -228,19 +228,11 @@ struct reshard_pieces {
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       auto const& pc = pieces[i];
       std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
-      if (pc.sender == me) {
-        auto const sb = src.block(pc.p, shape);
-        T const* from = x.block_data(pc.p);
-        std::byte* data = nullptr;
-        if (auto at = contiguous_offset(pc.region, sb)) {
-          // MPI reads, never writes, a send buffer; its C signature takes void const*.
-          data = reinterpret_cast<std::byte*>(const_cast<T*>(from + *at));
-        } else {
-          data = packed.data() + stage_at[i];
-          copy_region(from, sb, reinterpret_cast<T*>(data), pc.region, pc.region);
-        }
-        messages.push_back({pc.receiver, false, data, bytes});
-      }
+      if (pc.sender == me)
+        messages.push_back({pc.receiver, false,
+                            region_to_send(x.block_data(pc.p), src.block(pc.p, shape), pc.region,
+                                           packed.data() + pack_at[i]),
+                            bytes});
       if (pc.receiver == me) {
         auto const tb = dst.block(pc.q, shape);
         // out is new and this process's alone: its blocks are written here, once.

@@ -125,18 +125,11 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         auto const& pc = pieces[i];
         std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
-        if (pc.sender == me) {
-          auto const sb = from.block(pc.q, shape);
-          std::byte* data = nullptr;
-          if (auto at = contiguous_offset(pc.region, sb)) {
-            // MPI reads, never writes, a send buffer; its C signature takes void const*.
-            data = reinterpret_cast<std::byte*>(const_cast<T*>(p.block_data(pc.q) + *at));
-          } else {
-            data = packed.data() + pack_at[i];
-            copy_region(p.block_data(pc.q), sb, reinterpret_cast<T*>(data), pc.region, pc.region);
-          }
-          messages.push_back({pc.receiver, false, data, bytes});
-        }
+        if (pc.sender == me)
+          messages.push_back({pc.receiver, false,
+                              region_to_send(p.block_data(pc.q), from.block(pc.q, shape), pc.region,
+                                             packed.data() + pack_at[i]),
+                              bytes});
         if (pc.receiver == me) messages.push_back({pc.sender, true, staged.data() + pc.offset, bytes});
       }
       // The signature and its description only where they are compared (checked mode).
