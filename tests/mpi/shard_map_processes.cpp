@@ -301,6 +301,16 @@ void check_layouts(tessera::distributed::runtime const& rt) {
   tessera::detail::mpi_max_bytes_per_call.store(10006);
   check_layout(in_order, "process-order, wide, 10006-byte rounds,", 512);
   tessera::detail::mpi_max_bytes_per_call.store(keep);
+  // all_to_all with every piece sent on its own, input to output (large pieces, several devices
+  // per process), at every size, and in rounds of a few bytes.
+  auto const keep_pairwise = tessera::detail::pairwise_all_to_all_bytes.load();
+  tessera::detail::pairwise_all_to_all_bytes.store(0);
+  check_layout(in_order, "process-order, pairwise,");
+  check_layout(in_order, "process-order, wide, pairwise,", 512);
+  tessera::detail::mpi_max_bytes_per_call.store(20);
+  check_layout(in_order, "process-order, pairwise, 20-byte rounds,");
+  tessera::detail::mpi_max_bytes_per_call.store(keep);
+  tessera::detail::pairwise_all_to_all_bytes.store(keep_pairwise);
 }
 
 /// psum of float32 over every device: within rounding of the sum in rank order by default (MPI

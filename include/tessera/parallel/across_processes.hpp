@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -492,6 +493,10 @@ void run_mapped(spmd_frame& f, op_signature const& sig, void const* in, std::siz
 
 inline constexpr auto no_step = [](auto&&...) {};
 
+/// Bytes per piece from which all_to_all with several devices per process sends each piece on its
+/// own, from input to output, rather than packing them into one MPI_Alltoallv (tests lower it).
+inline std::atomic<std::size_t> pairwise_all_to_all_bytes{64 * 1024};
+
 /// Bytes of a group's inputs in all up to which psum, pmean, pmax and pmin take the gathered path
 /// even where MPI_Allreduce could be used: OpenMPI 4.1's nonblocking MPI_Iallreduce (libnbc) is
 /// slower there than an MPI_Iallgather and a local sum (2 processes, polled, best of 3: 4 KiB
@@ -651,6 +656,44 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
     }
     bool const direct = local == 1 && before_split == 1 && before_concat == 1;
     std::size_t const block = local * local * pc;  // elements between two processes
+    // Several devices per process, pieces contiguous on both sides and large: each piece goes
+    // from its device's input straight into the other device's output, one message per pair of
+    // devices (the process's own pieces are copied), instead of being packed before one
+    // MPI_Alltoallv and unpacked after it (two copies that flat MPI ranks do not make).
+    // Small pieces keep the one call: a message each costs more than their copies.
+    if (local > 1 && before_split == 1 && before_concat == 1 && pc * sizeof(T) >= pairwise_all_to_all_bytes.load() &&
+        r.pool->exchange_in_place) {
+      std::size_t const procs = pg.members.size();
+      std::size_t const bytes = pc * sizeof(T);
+      run_mapped(
+          f, sig, in, count * sizeof(T), out, no_step, no_step,
+          [&] {
+            std::vector<device_pool::exchange_message> messages;
+            messages.reserve(2 * (procs - 1) * local * local);
+            for (std::size_t qi = 0; qi < procs; ++qi) {
+              if (qi == pg.rank) continue;
+              int const peer = static_cast<int>(pg.members[qi]);
+              // Sender's device outer, receiver's inner, on both sides: the messages match in order.
+              for (std::size_t i = 0; i < local; ++i)
+                for (std::size_t j = 0; j < local; ++j)
+                  messages.push_back({peer, false,
+                                      const_cast<std::byte*>(static_cast<std::byte const*>(r.mine[i].data)) +
+                                          (qi * local + j) * bytes,
+                                      bytes});
+              for (std::size_t i = 0; i < local; ++i)
+                for (std::size_t j = 0; j < local; ++j)
+                  messages.push_back({peer, true, static_cast<std::byte*>(r.mine[j].out) + (qi * local + i) * bytes, bytes});
+            }
+            r.pool->exchange_in_place(messages, signature_hash(sig), "an all_to_all across processes");
+          },
+          [&](std::size_t i) {
+            // This process's own pieces: device j's piece for device i.
+            for (std::size_t j = 0; j < local && bytes != 0; ++j)
+              std::memcpy(static_cast<std::byte*>(r.mine[i].out) + (pg.rank * local + j) * bytes,
+                          static_cast<std::byte const*>(r.mine[j].data) + (pg.rank * local + i) * bytes, bytes);
+          });
+      return;
+    }
     auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->pack.data()); };
     auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->unpack.data()); };
     std::vector<std::size_t> piece, out_shape, scratch, zero, start;
