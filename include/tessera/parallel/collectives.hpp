@@ -162,12 +162,9 @@ auto as_result(result_buffer<T, N>&& r) {
     return local_scalar<T, Vma>(*r.data());
   } else {
     auto holder = std::make_shared<result_buffer<T, N>>(std::move(r));
-    T const* data = holder->data();
-    shape_t<N> const shape = holder->shape;
-    if (current_frame != nullptr && data != nullptr)
-      current_frame->remember_result({data, &result_type_tag<T, N>, std::weak_ptr<void>(holder)});
-    using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
-    return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{std::move(holder)}), shape);
+    if (current_frame != nullptr && holder->data() != nullptr)
+      current_frame->remember_result({holder->data(), &result_type_tag<T, N>, std::weak_ptr<void>(holder)});
+    return block_of_holder<Vma>(std::move(holder));
   }
 }
 

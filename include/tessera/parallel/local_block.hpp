@@ -75,17 +75,21 @@ local_block<T, N, Vma> make_local_block(T const* data, shape_t<N> const& shape) 
   return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{}), shape);
 }
 
-/// A block that owns `h`, anything with `data()` and a `shape` array (a collective's result).
-template <class Vma, class Holder>
-auto own_as_block(Holder&& h) {
-  using H = std::remove_cvref_t<Holder>;
-  using T = std::remove_cv_t<std::remove_pointer_t<decltype(h.data())>>;
-  constexpr std::size_t N = std::tuple_size_v<decltype(h.shape)>;
-  auto holder = std::make_shared<H>(std::forward<Holder>(h));
+/// A block of the memory `holder` keeps (anything with `data()` and a `shape` array), sharing it.
+template <class Vma, class H>
+auto block_of_holder(std::shared_ptr<H> holder) {
+  using T = std::remove_cv_t<std::remove_pointer_t<decltype(holder->data())>>;
+  constexpr std::size_t N = std::tuple_size_v<decltype(holder->shape)>;
   T const* data = holder->data();
   shape_t<N> const shape = holder->shape;
   using buffer = xt::xbuffer_adaptor<T const*, xt::no_ownership, block_owner<Vma>>;
   return local_block<T, N, Vma>(buffer(data, element_count(shape), block_owner<Vma>{std::move(holder)}), shape);
+}
+
+/// A block that owns `h`, anything with `data()` and a `shape` array (a collective's result).
+template <class Vma, class Holder>
+auto own_as_block(Holder&& h) {
+  return block_of_holder<Vma>(std::make_shared<std::remove_cvref_t<Holder>>(std::forward<Holder>(h)));
 }
 }  // namespace detail
 }  // namespace tessera
