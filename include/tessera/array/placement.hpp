@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/array/array.hpp"
@@ -78,11 +79,15 @@ void check_argument_runtime(A const& x, S const& s, char const* where, std::size
                                 "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
 }
 
-/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
-/// device's thread, into a fresh, not yet touched buffer (so the fill is the first touch).
-/// Empty blocks are filled only when FillEmpty (out is then null).
-template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
-array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
+/// The block a sharding gives position p of an array of shape `shape` (what a fill receives).
+template <class S, std::size_t N>
+using block_of_t = decltype(std::declval<S const&>().block(std::size_t{}, std::declval<shape_t<N> const&>()));
+
+/// build_array's body, compiled once per (T, N, S, FillEmpty) rather than once per fill
+/// (programs make hundreds of fills; issue 14): `fill(ctx, pos, block, out)` fills a block.
+template <class T, std::size_t N, class S, bool FillEmpty>
+array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where,
+                                  void (*fill)(void*, std::size_t, block_of_t<S, N> const&, T*), void* ctx) {
   // Every array is made here: no shape whose element or byte count wraps gets blocks.
   (void)checked_element_count<T>(shape, where);
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
@@ -98,10 +103,22 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
     trace_span span(label.category ? label.category : std::string_view(where) == "device_put" ? "transfer" : "evaluate",
                     label.category ? label.name.c_str() : where, buf.size() * sizeof(T));
     if (span.active() && !label.detail.empty()) span.detail(label.detail);
-    if (FillEmpty || buf.size() != 0) fill(p, block, buf.data());
+    if (FillEmpty || buf.size() != 0) fill(ctx, p, block, buf.data());
     st->buffers[p] = std::move(buf);
   });
   return array<T, N, S>(std::move(st));
+}
+
+/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
+/// device's thread, into a fresh, not yet touched buffer (so the fill is the first touch).
+/// Empty blocks are filled only when FillEmpty (out is then null).
+template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
+array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
+  using fill_type = std::remove_reference_t<Fill>;
+  return build_array_erased<T, N, S, FillEmpty>(
+      s, shape, where,
+      [](void* ctx, std::size_t p, block_of_t<S, N> const& block, T* out) { (*static_cast<fill_type*>(ctx))(p, block, out); },
+      const_cast<void*>(static_cast<void const*>(std::addressof(fill))));
 }
 
 }  // namespace tessera::detail

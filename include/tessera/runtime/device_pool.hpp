@@ -257,6 +257,15 @@ class device_pool {
   /// Exceptions are collected per device and rethrown here as one device_error.
   template <class F>
   void run(std::span<int const> devices, F&& f) {
+    // Only this thunk depends on the task's type: the dispatch itself is compiled once, not
+    // once per lambda (a program makes hundreds of them; issue 14).
+    using task = std::remove_reference_t<F>;
+    run_task(devices, [](void* ctx, int d) { (*static_cast<task*>(ctx))(d); },
+             const_cast<void*>(static_cast<void const*>(std::addressof(f))));
+  }
+
+  /// run's body: `fn(ctx, device)` on each listed device's own thread, and wait.
+  void run_task(std::span<int const> devices, void (*fn)(void*, int), void* ctx) {
     if (this_device_thread.pool == this)
       throw std::logic_error("tessera: a dispatch to the devices was started from device " +
                              std::to_string(this_device_thread.device) +
@@ -279,12 +288,11 @@ class device_pool {
       if (local_count > 1)
         throw std::invalid_argument("tessera: device id " + std::to_string(first_) +
                                     " is listed twice in one dispatch; each device runs the task once");
-      run_here(f);
+      run_here(fn, ctx);
       return;
     }
-    auto fn = [](void* ctx, int d) { (*static_cast<std::remove_reference_t<F>*>(ctx))(d); };
     task_fn_ = fn;
-    task_ctx_ = const_cast<void*>(static_cast<void const*>(std::addressof(f)));
+    task_ctx_ = ctx;
     remaining_.store(local_count, std::memory_order_relaxed);
     std::uint32_t const done_before = done_.load();
     for (int d : devices) {
@@ -315,9 +323,16 @@ class device_pool {
   /// Runs f(device) on every device of this process.
   template <class F>
   void run_all(F&& f) {
+    using task = std::remove_reference_t<F>;
+    run_all_task([](void* ctx, int d) { (*static_cast<task*>(ctx))(d); },
+                 const_cast<void*>(static_cast<void const*>(std::addressof(f))));
+  }
+
+  /// run_all's body: `fn(ctx, device)` on every device of this process.
+  void run_all_task(void (*fn)(void*, int), void* ctx) {
     std::vector<int> all(static_cast<std::size_t>(n_));
     for (int d = 0; d < n_; ++d) all[static_cast<std::size_t>(d)] = first_ + d;
-    run(std::span<int const>(all), std::forward<F>(f));
+    run_task(std::span<int const>(all), fn, ctx);
   }
 
  private:
@@ -334,8 +349,7 @@ class device_pool {
 
   /// Runs the one device's task on this thread, as that device: per-device state (the device
   /// identity, the trace track) is the device's while it runs and the caller's again after.
-  template <class F>
-  void run_here(F& f) {
+  void run_here(void (*fn)(void*, int), void* ctx) {
     struct as_device {
       device_thread_identity identity = this_device_thread;
       trace_track track = this_trace_track;
@@ -355,7 +369,7 @@ class device_pool {
     } scope(this, id_);
     try {
       trace_span span("dispatch", "task");
-      f(first_);  // the global id
+      fn(ctx, first_);  // the global id
     } catch (...) {
       std::vector<device_error::failure> failures;
       failures.emplace_back(first_, std::current_exception());
