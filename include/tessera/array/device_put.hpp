@@ -128,20 +128,42 @@ auto device_put(T const* data, I const (&shape)[N], S const& s) {
 
 namespace detail {
 
+/// A sharding's layout of one shape as plain values (its device ids, their blocks and replica
+/// ids): what a reshard reads, so that its code is compiled once per element type and rank
+/// rather than once per pair of shardings (issue 14).
+template <std::size_t N>
+struct block_layout {
+  std::vector<int> ids;
+  std::vector<std::array<slice, N>> blocks;
+  std::vector<int> replica;
+};
+
+/// The layout of shape `shape` under sharding s.
+template <std::size_t N, class S>
+block_layout<N> layout_of(S const& s, shape_t<N> const& shape) {
+  block_layout<N> l;
+  l.ids = s.device_ids();
+  l.blocks.reserve(l.ids.size());
+  l.replica.reserve(l.ids.size());
+  for (std::size_t p = 0; p < l.ids.size(); ++p) {
+    l.blocks.push_back(s.block(p, shape));
+    l.replica.push_back(s.replica_id(p));
+  }
+  return l;
+}
+
 /// What every process taking part in an exchange must agree on: the kind of operation, the
 /// element type, the shape and both layouts (device ids and blocks).
-template <class T, std::size_t N, class S1, class S2>
-std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, S1 const& from, S2 const& to) {
+template <class T, std::size_t N>
+std::uint64_t exchange_signature(std::uint64_t kind, shape_t<N> const& shape, block_layout<N> const& from,
+                                 block_layout<N> const& to) {
   std::uint64_t h = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, kind), sizeof(T)), N);
   for (auto d : shape) h = fnv1a_value(h, d);
-  auto layout = [&](auto const& s) {
-    for (std::size_t p = 0; p < s.device_ids().size(); ++p) {
-      h = fnv1a_value(h, s.device_ids()[p]);
-      for (auto const& sl : s.block(p, shape)) h = fnv1a_value(fnv1a_value(h, sl.start), sl.stop);
+  for (auto const* l : {&from, &to})
+    for (std::size_t p = 0; p < l->ids.size(); ++p) {
+      h = fnv1a_value(h, l->ids[p]);
+      for (auto const& sl : l->blocks[p]) h = fnv1a_value(fnv1a_value(h, sl.start), sl.stop);
     }
-  };
-  layout(from);
-  layout(to);
   return h;
 }
 
@@ -162,44 +184,35 @@ struct reshard_pieces {
   std::vector<char> remote;  // [q * sources + p]: filled by the exchange, not by a local copy
   std::size_t sources = 0;
 
-  template <class S1, class S2>
-  reshard_pieces(array<T, N, S1> const& x, S2 const& s) {
-    auto const& pool = *x.pool();
-    auto const& src = x.sharding();
-    auto const& src_ids = src.device_ids();
-    auto const& dst_ids = s.device_ids();
-    auto const shape = x.shape();
-    std::size_t const ns = src_ids.size(), nt = dst_ids.size();
+  reshard_pieces(device_pool const& pool, block_layout<N> const& src, block_layout<N> const& dst) {
+    std::size_t const ns = src.ids.size(), nt = dst.ids.size();
     sources = ns;
     remote.assign(nt * ns, 0);
     int const me = pool.process_of(pool.first_id());
     for (std::size_t q = 0; q < nt; ++q) {
-      int const to = pool.process_of(dst_ids[q]);
-      auto const block = s.block(q, shape);
+      int const to = pool.process_of(dst.ids[q]);
+      auto const& block = dst.blocks[q];
       for (std::size_t p = 0; p < ns; ++p) {
-        if (src.replica_id(p) != 0) continue;
-        auto const sb = src.block(p, shape);
+        if (src.replica[p] != 0) continue;
+        auto const& sb = src.blocks[p];
         std::array<slice, N> region{};
         if (!intersect(sb, block, region)) continue;
         bool held = false;  // does the target's process hold a copy of the block?
-        for (std::size_t k = 0; k < ns && !held; ++k) held = pool.process_of(src_ids[k]) == to && src.block(k, shape) == sb;
+        for (std::size_t k = 0; k < ns && !held; ++k) held = pool.process_of(src.ids[k]) == to && src.blocks[k] == sb;
         if (held) continue;
-        pieces.push_back({q, p, pool.process_of(src_ids[p]), to, region});
+        pieces.push_back({q, p, pool.process_of(src.ids[p]), to, region});
         if (to == me) remote[q * ns + p] = 1;
       }
     }
   }
 
-  /// Moves the pieces (every process together): from x's blocks into out's, which a build_array
-  /// made with every other region already copied.
-  template <class S1, class S2>
-  void exchange(array<T, N, S1> const& x, array<T, N, S2> const& out) const {
-    device_pool& pool = *x.pool();
+  /// Moves the pieces (every process together): from the source blocks (`src_data[p]`, this
+  /// process's) into the new ones (`dst_data[q]`), which a build_array made with every other
+  /// region already copied.
+  void exchange(device_pool& pool, shape_t<N> const& shape, block_layout<N> const& src,
+                std::vector<T const*> const& src_data, block_layout<N> const& dst, std::vector<T*> const& dst_data) const {
     if (!pool.exchange_in_place)
       throw std::logic_error("tessera::device_put: a reshard between processes needs tessera::distributed::runtime");
-    auto const& src = x.sharding();
-    auto const& dst = out.sharding();
-    auto const shape = x.shape();
     int const me = pool.process_of(pool.first_id());
     struct kept_rows {
       device_pool& pool;
@@ -214,10 +227,10 @@ struct reshard_pieces {
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       auto const& pc = pieces[i];
       std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
-      if (pc.sender == me && !contiguous_offset(pc.region, src.block(pc.p, shape))) {
+      if (pc.sender == me && !contiguous_offset(pc.region, src.blocks[pc.p])) {
         pack_at[i] = pack_bytes;
         pack_bytes += bytes;
-      } else if (pc.receiver == me && !contiguous_offset(pc.region, dst.block(pc.q, shape))) {
+      } else if (pc.receiver == me && !contiguous_offset(pc.region, dst.blocks[pc.q])) {
         stage_at[i] = stage_bytes;
         stage_bytes += bytes;
       }
@@ -229,16 +242,11 @@ struct reshard_pieces {
       auto const& pc = pieces[i];
       std::size_t const bytes = element_count(block_shape(pc.region)) * sizeof(T);
       if (pc.sender == me)
-        messages.push_back({pc.receiver, false,
-                            region_to_send(x.block_data(pc.p), src.block(pc.p, shape), pc.region,
-                                           packed.data() + pack_at[i]),
-                            bytes});
+        messages.push_back(
+            {pc.receiver, false, region_to_send(src_data[pc.p], src.blocks[pc.p], pc.region, packed.data() + pack_at[i]), bytes});
       if (pc.receiver == me) {
-        auto const tb = dst.block(pc.q, shape);
-        // out is new and this process's alone: its blocks are written here, once.
-        T* to = const_cast<T*>(out.block_data(pc.q));
-        auto at = contiguous_offset(pc.region, tb);
-        std::byte* data = at ? reinterpret_cast<std::byte*>(to + *at) : staged.data() + stage_at[i];
+        auto at = contiguous_offset(pc.region, dst.blocks[pc.q]);
+        std::byte* data = at ? reinterpret_cast<std::byte*>(dst_data[pc.q] + *at) : staged.data() + stage_at[i];
         messages.push_back({pc.sender, true, data, bytes});
       }
     }
@@ -250,11 +258,74 @@ struct reshard_pieces {
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       auto const& pc = pieces[i];
       if (pc.receiver != me || stage_at[i] == static_cast<std::size_t>(-1)) continue;
-      copy_region(reinterpret_cast<T const*>(staged.data() + stage_at[i]), pc.region,
-                  const_cast<T*>(out.block_data(pc.q)), dst.block(pc.q, shape), pc.region);
+      copy_region(reinterpret_cast<T const*>(staged.data() + stage_at[i]), pc.region, dst_data[pc.q], dst.blocks[pc.q],
+                  pc.region);
     }
   }
 };
+
+/// The copies of a reshard, as plain values: the source's layout and blocks, the target's layout, and
+/// the pieces other processes send. Its code depends on the element type and rank only.
+template <class T, std::size_t N>
+struct reshard_copies {
+  device_pool& pool;
+  shape_t<N> shape;
+  block_layout<N> src, dst;
+  std::vector<T const*> src_data;  // this process's source blocks (null for the others)
+  std::vector<int> src_pos_of;     // device id -> source position (-1: none)
+  std::optional<reshard_pieces<T, N>> moved;
+
+  reshard_copies(device_pool& pool_, shape_t<N> const& shape_, block_layout<N> src_, std::vector<T const*> src_data_,
+               block_layout<N> dst_)
+      : pool(pool_), shape(shape_), src(std::move(src_)), dst(std::move(dst_)), src_data(std::move(src_data_)) {
+    for (std::size_t p = 0; p < src.ids.size(); ++p) {
+      if (static_cast<std::size_t>(src.ids[p]) >= src_pos_of.size())
+        src_pos_of.resize(static_cast<std::size_t>(src.ids[p]) + 1, -1);
+      src_pos_of[static_cast<std::size_t>(src.ids[p])] = static_cast<int>(p);
+    }
+    if (pool.spans_processes(std::span<int const>(src.ids)) || pool.spans_processes(std::span<int const>(dst.ids)))
+      moved.emplace(pool, src, dst);
+  }
+
+  /// Target position pos's block (`block`, at `out`) from the source blocks in this process.
+  void fill(std::size_t pos, std::array<slice, N> const& block, T* out) const {
+    std::size_t const ns = src.ids.size();
+    int const d = dst.ids[pos];
+    // The source position on this device, if any: its copy of a block is the cheapest to read.
+    int const local = static_cast<std::size_t>(d) < src_pos_of.size() ? src_pos_of[static_cast<std::size_t>(d)] : -1;
+    auto const local_block = local >= 0 ? src.blocks[static_cast<std::size_t>(local)] : std::array<slice, N>{};
+    for (std::size_t p = 0; p < ns; ++p) {
+      if (src.replica[p] != 0) continue;  // one copy of each distinct block
+      if (moved && moved->remote[pos * ns + p]) continue;  // another process sends it (exchange)
+      auto const& sb = src.blocks[p];
+      std::array<slice, N> region{};
+      if (!intersect(sb, block, region)) continue;
+      std::size_t from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
+      if (!pool.is_local(src.ids[from]))  // another process's copy: read one of ours
+        for (std::size_t q = 0; q < ns; ++q)
+          if (pool.is_local(src.ids[q]) && src.blocks[q] == sb) {
+            from = q;
+            break;
+          }
+      copy_region(src_data[from], sb, out, block, region);
+    }
+  }
+
+  /// The pieces between processes, once every device has filled its block (`dst_data[q]`).
+  void exchange(std::vector<T*> const& dst_data) const {
+    if (moved && !moved->pieces.empty()) moved->exchange(pool, shape, src, src_data, dst, dst_data);
+  }
+};
+
+/// The blocks of array x in this process, by position (null for other processes' devices).
+template <class T, std::size_t N, class S>
+std::vector<T const*> local_block_data(array<T, N, S> const& x) {
+  auto const& ids = x.sharding().device_ids();
+  std::vector<T const*> data(ids.size(), nullptr);
+  for (std::size_t p = 0; p < ids.size(); ++p)
+    if (x.pool()->is_local(ids[p])) data[p] = x.block_data(p);
+  return data;
+}
 
 }  // namespace detail
 
@@ -266,47 +337,24 @@ struct reshard_pieces {
 /// every process taking part).
 template <class T, std::size_t N, class S1, sharding S2>
 array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
-  auto const& src = x.sharding();
-  auto const& src_ids = src.device_ids();
-  std::vector<int> src_pos_of;
-  for (std::size_t p = 0; p < src_ids.size(); ++p) {
-    if (static_cast<std::size_t>(src_ids[p]) >= src_pos_of.size())
-      src_pos_of.resize(static_cast<std::size_t>(src_ids[p]) + 1, -1);
-    src_pos_of[static_cast<std::size_t>(src_ids[p])] = static_cast<int>(p);
-  }
   auto const shape = x.shape();
   // The collectives it is, for a live collective_counter or trace only (planning them costs
   // more than a small reshard between processes moves).
   std::vector<collective_event> events;
-  if (detail::counting() || detail::tracing()) events = detail::reshard_events<T, N>(shape, src, dim_spec{}, s);
+  if (detail::counting() || detail::tracing()) events = detail::reshard_events<T, N>(shape, x.sharding(), dim_spec{}, s);
   detail::record_collectives(events);
   detail::trace_as const label = detail::trace_collectives(events, "reshard");
-  std::optional<detail::reshard_pieces<T, N>> moved;
-  if (x.pool()->spans_processes(std::span<int const>(src_ids)) || x.pool()->spans_processes(std::span<int const>(s.device_ids())))
-    moved.emplace(x, s);
-  std::size_t const ns = src_ids.size();
-  auto out = detail::build_array<T, N, S2>(s, shape, "device_put", [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
-    int const d = s.device_ids()[pos];
-    // The source position on this device, if any: its copy of a block is the cheapest to read.
-    int const local = static_cast<std::size_t>(d) < src_pos_of.size() ? src_pos_of[static_cast<std::size_t>(d)] : -1;
-    auto const local_block = local >= 0 ? src.block(static_cast<std::size_t>(local), shape) : std::array<slice, N>{};
-    for (std::size_t p = 0; p < ns; ++p) {
-      if (src.replica_id(p) != 0) continue;  // one copy of each distinct block
-      if (moved && moved->remote[pos * ns + p]) continue;  // another process sends it (below)
-      auto const sb = src.block(p, shape);
-      std::array<slice, N> region{};
-      if (!detail::intersect(sb, block, region)) continue;
-      std::size_t from = (local >= 0 && local_block == sb) ? static_cast<std::size_t>(local) : p;
-      if (!x.pool()->is_local(src_ids[from]))  // another process's copy: read one of ours
-        for (std::size_t q = 0; q < src_ids.size(); ++q)
-          if (x.pool()->is_local(src_ids[q]) && src.block(q, shape) == sb) {
-            from = q;
-            break;
-          }
-      detail::copy_region(x.block_data(from), sb, out, block, region);
-    }
-  });
-  if (moved && !moved->pieces.empty()) moved->exchange(x, out);
+  detail::reshard_copies<T, N> const plan(*x.pool(), shape, detail::layout_of(x.sharding(), shape),
+                                        detail::local_block_data(x), detail::layout_of(s, shape));
+  auto out = detail::build_array<T, N, S2>(s, shape, "device_put", [&plan](std::size_t pos, std::array<slice, N> const& block,
+                                                                        T* o) { plan.fill(pos, block, o); });
+  if (plan.moved && !plan.moved->pieces.empty()) {
+    std::vector<T*> dst_data(s.device_ids().size(), nullptr);
+    // out is new and this process's alone: its blocks are written here, once.
+    for (std::size_t q = 0; q < dst_data.size(); ++q)
+      if (out.pool()->is_local(s.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
+    plan.exchange(dst_data);
+  }
   return out;
 }
 

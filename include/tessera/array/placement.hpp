@@ -34,11 +34,8 @@ std::uint64_t runtime_id_of(S const& s) {
   else return 0;
 }
 
-/// The pool a sharding's devices belong to (its mesh's runtime, else the current one),
-/// checked to hold every device the sharding names.
-template <class S>
-std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
-  std::uint64_t const id = runtime_id_of(s);
+/// The pool of the runtime numbered `id` (0: the current one) and device ids `ids`.
+inline std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where) {
   auto pool = id != 0 ? pool_by_id(id) : current_pool();
   if (!pool)
     throw std::invalid_argument(std::string("tessera::") + where + ": the mesh was made on runtime " +
@@ -46,13 +43,20 @@ std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
                                 ", which no longer exists (its runtime object and every array on it are gone); "
                                 "make the mesh again while a runtime lives");
   long long highest = -1;
-  for (int d : s.device_ids()) highest = d > highest ? d : highest;
+  for (int d : ids) highest = d > highest ? d : highest;
   if (highest >= pool->global_size())
     throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
                                 std::to_string(highest) + " but " + pool->name() + " has devices 0 to " +
                                 std::to_string(pool->global_size() - 1) + "; create tessera::runtime{" +
                                 std::to_string(highest + 1) + "} (or more) before making the mesh");
   return pool;
+}
+
+/// The pool a sharding's devices belong to (its mesh's runtime, else the current one),
+/// checked to hold every device the sharding names.
+template <class S>
+std::shared_ptr<device_pool> pool_for(S const& s, char const* where) {
+  return pool_for_devices(runtime_id_of(s), s.device_ids(), where);
 }
 
 /// Refuses work whose devices exchange data when some of them are another process's: the
