@@ -27,7 +27,7 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
 
 using tessera::none;
 using tessera::P;

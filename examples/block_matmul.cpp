@@ -21,7 +21,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
 
 #include "numpy_print.hpp"
 

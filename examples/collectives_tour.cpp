@@ -11,7 +11,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xstrided_view.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
 
 #include "numpy_print.hpp"
 

@@ -2,7 +2,7 @@
 // same array laid out over a 2x4 mesh of CPU devices.
 #include <iostream>
 
-#include <tessera/tessera.hpp>
+#include <tessera/array.hpp>
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xio.hpp>
 #include <xtensor/xstrided_view.hpp>

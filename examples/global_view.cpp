@@ -20,7 +20,7 @@
 #include <xtensor/xstrided_view.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
 
 #include "numpy_print.hpp"
 

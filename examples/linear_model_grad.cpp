@@ -62,7 +62,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/autodiff.hpp>
+#include <tessera/random.hpp>
 
 namespace jr = tessera::random;
 using tessera::none;

@@ -27,7 +27,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
+#include <tessera/random.hpp>
 
 
 namespace jr = tessera::random;

@@ -20,7 +20,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
+#include <tessera/random.hpp>
 
 #include "numpy_print.hpp"
 

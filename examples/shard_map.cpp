@@ -7,7 +7,7 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xmath.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/parallel.hpp>
 
 namespace {
 // numpy's layout for a 1-D integer array: every entry right-aligned to the widest.

@@ -44,7 +44,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/autodiff.hpp>
+#include <tessera/random.hpp>
 
 
 namespace jr = tessera::random;

@@ -1,0 +1,7 @@
+#pragma once
+// Everything grad needs: the parallel layer, pytrees and jax.grad / value_and_grad through
+// expressions and shard_map (docs/headers.md).
+
+#include "tessera/parallel.hpp"
+#include "tessera/tree/tree_util.hpp"
+#include "tessera/autodiff/grad.hpp"
