@@ -1,8 +1,9 @@
 #pragma once
 // The array layer alone: meshes, shardings, the runtime, sharded arrays (device_put, to_host,
 // make_array_from_callback, reshards) and the debug views of them (typeof,
-// visualize_array_sharding, the trace's SVG). A program that computes no expressions compiles
-// about a second faster with this than with tessera/tessera.hpp (docs/headers.md).
+// visualize_array_sharding, the trace's SVG); not xsimd. A program that computes no
+// expressions compiles a second or more faster with this than with tessera/tessera.hpp
+// (docs/headers.md).
 
 #include "tessera/version.hpp"
 #include "tessera/core/axis_type.hpp"
@@ -20,17 +21,13 @@
 #include "tessera/core/tuple_traits.hpp"
 #include "tessera/core/varying_axes.hpp"
 #include "tessera/runtime/collective_counter.hpp"
-#include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/copy_box.hpp"
 #include "tessera/runtime/device_buffer.hpp"
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
 #include "tessera/runtime/device_pool.hpp"
 #include "tessera/runtime/make_mesh.hpp"
-#include "tessera/runtime/mesh_group.hpp"
 #include "tessera/runtime/runtime.hpp"
-#include "tessera/runtime/simd.hpp"
-#include "tessera/runtime/team.hpp"
 #include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
 #include "tessera/array/array.hpp"
@@ -40,7 +37,6 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/array/shape.hpp"
-#include "tessera/array/sum_partials.hpp"
 #include "tessera/array/to_host.hpp"
 #include "tessera/debug/trace_svg.hpp"
 #include "tessera/debug/typeof.hpp"

@@ -3,7 +3,12 @@
 // (everything but jit, shard_map, random, pytrees and grad; docs/headers.md).
 
 #include "tessera/array.hpp"
+#include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/gemm.hpp"
+#include "tessera/runtime/mesh_group.hpp"
+#include "tessera/runtime/simd.hpp"
+#include "tessera/runtime/team.hpp"
+#include "tessera/array/sum_partials.hpp"
 #include "tessera/expr/contraction.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/evaluate.hpp"

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/sum_partials.hpp"
@@ -322,7 +323,7 @@ struct node {
       : tp(std::move(t)), ct(std::move(s), shape) {}
 
   A const& primal() {
-    std::call_once(once, [&] {
+    detail::call_once(once, [&] {
       if (!value) value.emplace(make());
     });
     if (!value) value.emplace(make());  // the pass that was to compute it failed (see schedule)

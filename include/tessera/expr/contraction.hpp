@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/sharding_rules.hpp"
@@ -119,7 +120,7 @@ class contraction : public expression_tag {
   }
   void prepare() const {
     partial();
-    std::call_once(cache_->reduced_once, [&] {
+    detail::call_once(cache_->reduced_once, [&] {
       if constexpr (unreduced.is_none()) {
         cache_->reduced.emplace(*cache_->partial);
       } else {
@@ -132,7 +133,7 @@ class contraction : public expression_tag {
   array_type const& partial() const {
     detail::prepare(a_);
     detail::prepare(b_);
-    std::call_once(cache_->partial_once, [&] { cache_->partial.emplace(compute()); });
+    detail::call_once(cache_->partial_once, [&] { cache_->partial.emplace(compute()); });
     return *cache_->partial;
   }
   template <std::size_t Q>

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
@@ -157,7 +158,7 @@ auto materialised(E const& e) {
 template <class A, auto Target>
 void resharded<A, Target>::prepare() const {
   if constexpr (!detail::is_partial<A>) detail::prepare(a_);  // partial sums are not summed first
-  std::call_once(cache_->once, [&] {
+  detail::call_once(cache_->once, [&] {
     if constexpr (detail::is_partial<A>) {
       // Partial sums go straight to the target: a reduce-scatter where it shards their axes.
       cache_->value.emplace(detail::sum_partials(a_.partial(), detail::operand_traits<A>::unreduced,

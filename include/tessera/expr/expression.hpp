@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/shape.hpp"
 #include "tessera/array/reshard_events.hpp"
@@ -467,7 +468,7 @@ class elementwise : public expression_tag {
   void prepare() const {
     if constexpr (partial_node) {
       partial();
-      std::call_once(cache_->reduced_once, [&] {
+      detail::call_once(cache_->reduced_once, [&] {
         cache_->reduced.emplace(
             detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
       });
@@ -495,7 +496,7 @@ class elementwise : public expression_tag {
           (one(a), ...);
         },
         args_);
-    std::call_once(cache_->partial_once, [&] { cache_->partial.emplace(detail::evaluate_partial(*this)); });
+    detail::call_once(cache_->partial_once, [&] { cache_->partial.emplace(detail::evaluate_partial(*this)); });
     return *cache_->partial;
   }
   template <std::size_t Q>
@@ -609,7 +610,7 @@ class transposed : public expression_tag {
   void prepare() const {
     if constexpr (!detail::is_named_array<A>::value) {
       detail::prepare(a_);
-      std::call_once(cache_->once, [&] { cache_->value.emplace(detail::evaluate(a_)); });
+      detail::call_once(cache_->once, [&] { cache_->value.emplace(detail::evaluate(a_)); });
     }
   }
   template <std::size_t Q>

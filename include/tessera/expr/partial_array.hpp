@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/partition_spec.hpp"
@@ -64,7 +65,7 @@ class partial_array : public expression_tag {
   }
   auto evaluate() const { return result(); }
   void prepare() const {
-    std::call_once(cache_->once, [&] {
+    detail::call_once(cache_->once, [&] {
       cache_->value.emplace(detail::sum_partials(blocks_, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
     });
   }

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/evaluate.hpp"
@@ -179,11 +180,11 @@ class reduction : public expression_tag {
     return *cache_->value;
   }
   void prepare() const {
-    std::call_once(cache_->once, [&] { cache_->value.emplace(compute(true)); });
+    detail::call_once(cache_->once, [&] { cache_->value.emplace(compute(true)); });
   }
   /// Every device's reduction of its own block, not yet summed over `unreduced`.
   array_type const& partial() const {
-    std::call_once(partial_->once, [&] { partial_->value.emplace(compute(false)); });
+    detail::call_once(partial_->once, [&] { partial_->value.emplace(compute(false)); });
     return *partial_->value;
   }
   template <std::size_t Q>

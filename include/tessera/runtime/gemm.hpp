@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/simd.hpp"
 
 #ifdef TESSERA_HAS_CBLAS
@@ -299,7 +300,7 @@ inline namespace gemm_builtin {
 /// sets another count after tessera's first product.)
 inline void blas_one_thread() {
   static std::once_flag once;
-  std::call_once(once, [] {
+  detail::call_once(once, [] {
     if (openblas_set_num_threads) openblas_set_num_threads(1);
   });
 }
