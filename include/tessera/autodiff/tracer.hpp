@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/sum_partials.hpp"
@@ -32,6 +31,7 @@
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/partial_array.hpp"
+#include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
 

@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/gemm.hpp"
 
 namespace tessera {

@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/shape.hpp"
 #include "tessera/array/reshard_events.hpp"
@@ -33,6 +33,7 @@
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/ops.hpp"
+#include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
 
@@ -377,6 +378,58 @@ class resharded : public expression_tag {
   std::shared_ptr<detail::result_cache<array_type>> cache_;
 };
 
+namespace detail {
+
+/// An element-wise node's operand as plain values, for broadcast_operands: its rank, where its
+/// sizes start in the list of all of them, and whether it is a number.
+struct broadcast_operand {
+  std::size_t rank = 0, offset = 0;
+  bool number = false;
+};
+
+/// NumPy broadcasting of an element-wise node's operands (sizes `dims`, whether each dimension
+/// is sharded `sharded`) into `out`, the node's shape, checked as JAX checks when it traces:
+/// sizes that differ and are not 1, a result too large to count, a size-1 dimension that
+/// broadcasts but is sharded. `seen` is scratch of out's length, all false.
+inline void broadcast_operands(std::span<broadcast_operand const> ops, std::span<std::size_t const> dims,
+                               std::span<unsigned char const> sharded, std::span<std::size_t> out,
+                               std::span<bool> seen, std::size_t element_bytes) {
+  std::size_t const rank = out.size();
+  auto shape_at = [&](broadcast_operand const& o) { return dims.subspan(o.offset, o.rank); };
+  auto operand_shapes = [&] {  // "(4, 1) and (1, 8)", for messages
+    std::string shapes;
+    for (auto const& o : ops)
+      if (!o.number) shapes += (shapes.empty() ? "" : " and ") + shape_string(shape_at(o));
+    return shapes;
+  };
+  std::fill(out.begin(), out.end(), std::size_t{1});
+  for (auto const& o : ops)
+    for (std::size_t j = 0; j < o.rank; ++j) {
+      std::size_t const d = j + rank - o.rank, size = dims[o.offset + j];
+      if (size == 1) continue;
+      if (seen[d] && out[d] != size)
+        throw std::invalid_argument("tessera: operands of shapes " + operand_shapes() +
+                                    " do not broadcast together: result dimension " + std::to_string(d) +
+                                    " would have sizes " + std::to_string(out[d]) + " and " + std::to_string(size));
+      out[d] = size;
+      seen[d] = true;
+    }
+  // Small operands can broadcast to a result too large to count; refused before any block is sized.
+  if (std::string const e = size_error(out, element_bytes); !e.empty())
+    throw std::length_error("tessera: operands of shapes " + operand_shapes() + " broadcast to shape " +
+                            shape_string(out) + ", which " + e);
+  // A size-1 dimension that broadcasts must be whole on every device.
+  for (auto const& o : ops)
+    for (std::size_t j = 0; j < o.rank; ++j)
+      if (dims[o.offset + j] == 1 && out[j + rank - o.rank] != 1 && sharded[o.offset + j])
+        throw std::invalid_argument("tessera: dimension " + std::to_string(j) + " of an operand of shape " +
+                                    shape_string(shape_at(o)) +
+                                    " has size 1 and broadcasts, but it is sharded over mesh axes; replicate it "
+                                    "(reshard it to None in that dimension)");
+}
+
+}  // namespace detail
+
 /// An element-wise operation over operands broadcast NumPy-style (jnp.add, jnp.sin, jnp.where, ...):
 /// Op computes in C and gives R.
 template <class Op, class C, class R, class... Args>
@@ -416,14 +469,31 @@ class elementwise : public expression_tag {
           (one(a), ...);
         },
         args_);
-    shape_.fill(1);
+    // The operands' shapes and sharded dimensions as plain values, checked and broadcast by
+    // code compiled once rather than once per node type (issue 14).
+    constexpr std::size_t dims_in_all = (detail::operand_traits<Args>::rank + ... + 0);
+    std::array<std::size_t, dims_in_all> dims{};
+    std::array<unsigned char, dims_in_all> sharded{};
+    std::array<detail::broadcast_operand, sizeof...(Args)> ops{};
+    std::size_t at = 0, i = 0;
+    std::apply(
+        [&](auto const&... a) {
+          auto one = [&](auto const& x) {
+            using X = std::remove_cvref_t<decltype(x)>;
+            constexpr auto s = detail::operand_traits<X>::spec;
+            auto const xs = detail::shape_of(x);
+            ops[i++] = {s.size(), at, detail::is_scalar_operand<X>::value};
+            for (std::size_t j = 0; j < s.size(); ++j) {
+              dims[at + j] = xs[j];
+              sharded[at + j] = !s[j].is_none();
+            }
+            at += s.size();
+          };
+          (one(a), ...);
+        },
+        args_);
     std::array<bool, rank> seen{};
-    std::apply([&](auto const&... a) { (broadcast_into(detail::shape_of(a), seen), ...); }, args_);
-    // Small operands can broadcast to a result too large to count; refused before any block is sized.
-    if (std::string const e = detail::size_error(shape_, sizeof(value_type)); !e.empty())
-      throw std::length_error("tessera: operands of shapes " + operand_shapes() + " broadcast to shape " +
-                              detail::shape_string(shape_) + ", which " + e);
-    std::apply([&](auto const&... a) { (check_broadcast_sharding(a), ...); }, args_);
+    detail::broadcast_operands(ops, dims, sharded, shape_, seen, sizeof(value_type));
   }
 
   /// x.shape
@@ -525,49 +595,6 @@ class elementwise : public expression_tag {
   }
 
  private:
-  template <std::size_t K>
-  void broadcast_into(shape_t<K> const& s, std::array<bool, rank>& seen) {
-    for (std::size_t j = 0; j < K; ++j) {
-      std::size_t const d = j + rank - K;
-      if (s[j] == 1) continue;
-      if (seen[d] && shape_[d] != s[j]) {
-        throw std::invalid_argument("tessera: operands of shapes " + operand_shapes() +
-                                    " do not broadcast together: result dimension " + std::to_string(d) +
-                                    " would have sizes " + std::to_string(shape_[d]) + " and " +
-                                    std::to_string(s[j]));
-      }
-      shape_[d] = s[j];
-      seen[d] = true;
-    }
-  }
-  /// The shapes of the array operands, for messages: "(4, 1) and (1, 8)".
-  std::string operand_shapes() const {
-    std::string shapes;
-    std::apply([&](auto const&... a) {
-      auto one = [&](auto const& x) {
-        if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
-          shapes += (shapes.empty() ? "" : " and ") + detail::shape_string(detail::shape_of(x));
-      };
-      (one(a), ...);
-    }, args_);
-    return shapes;
-  }
-  /// A size-1 dimension that broadcasts must be whole on every device.
-  template <class X>
-  void check_broadcast_sharding(X const& x) const {
-    if constexpr (!detail::is_scalar_operand<X>::value) {
-      constexpr auto s = detail::operand_traits<X>::spec;
-      constexpr std::size_t K = s.size();
-      auto const xs = detail::shape_of(x);
-      for (std::size_t j = 0; j < K; ++j)
-        if (xs[j] == 1 && shape_[j + rank - K] != 1 && !s[j].is_none())
-          throw std::invalid_argument("tessera: dimension " + std::to_string(j) + " of an operand of shape " +
-                                      detail::shape_string(xs) +
-                                      " has size 1 and broadcasts, but it is sharded over mesh axes; replicate it "
-                                      "(reshard it to None in that dimension)");
-    }
-  }
-
   struct partial_cache {
     std::once_flag partial_once, reduced_once;
     std::optional<array_type> partial, reduced;

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
 

@@ -15,13 +15,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "tessera/runtime/call_once.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/ops.hpp"
 #include "tessera/expr/promote.hpp"
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/device_error.hpp"
