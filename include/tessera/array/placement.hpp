@@ -2,6 +2,7 @@
 // Shared machinery of the factories: which pool, device id -> position, and
 // filling every device's block in parallel on the device's own thread.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,15 +18,6 @@
 #include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
-
-/// Position of each device id in the sharding's device list (-1 where unused).
-template <class S>
-std::vector<int> positions_by_device(S const& s, int pool_size) {
-  std::vector<int> pos(static_cast<std::size_t>(pool_size), -1);
-  auto const& ids = s.device_ids();
-  for (std::size_t p = 0; p < ids.size(); ++p) pos[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
-  return pos;
-}
 
 /// The runtime a sharding's mesh was made on (0: none named).
 template <class S>
@@ -83,33 +75,44 @@ void check_argument_runtime(A const& x, S const& s, char const* where, std::size
                                 "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
 }
 
-/// The block a sharding gives position p of an array of shape `shape` (what a fill receives).
-template <class S, std::size_t N>
-using block_of_t = decltype(std::declval<S const&>().block(std::size_t{}, std::declval<shape_t<N> const&>()));
-
-/// build_array's body, compiled once per (T, N, S, FillEmpty) rather than once per fill
-/// (programs make hundreds of fills; issue 14): `fill(ctx, pos, block, out)` fills a block.
-template <class T, std::size_t N, class S, bool FillEmpty>
-array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where,
-                                  void (*fill)(void*, std::size_t, block_of_t<S, N> const&, T*), void* ctx) {
-  // Every array is made here: no shape whose element or byte count wraps gets blocks.
-  (void)checked_element_count<T>(shape, where);
-  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
-  st->buffers.resize(s.num_devices());
-  auto const pos_of = positions_by_device(s, st->pool->global_size());  // this process's blocks only: run skips the others
+/// The part of build_array that runs on the devices, compiled once per element type and rank:
+/// each listed device of this process allocates its block (`blocks[p]`, p its position, into
+/// `buffers[p]`) and fills it with `fill(ctx, p, block, out)`; empty blocks only if fill_empty.
+template <class T, std::size_t N>
+void fill_blocks(device_pool& pool, std::vector<int> const& ids, std::vector<std::array<slice, N>> const& blocks,
+                 std::vector<device_buffer<T>>& buffers, char const* where, bool fill_empty,
+                 void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
+  std::vector<int> pos_of(static_cast<std::size_t>(pool.global_size()), -1);  // this process's blocks only: run skips the others
+  for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
   trace_label const label = tracing() ? this_trace_label : trace_label{};
-  st->pool->run(std::span<int const>(s.device_ids()), [&](int d) {
+  pool.run(std::span<int const>(ids), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
-    auto const block = s.block(p, shape);
-    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
+    auto const& block = blocks[p];
+    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &pool.memory(d));
     // A device_put from the host is a transfer; a reshard or a sum of partial results says what
     // it is through trace_as; everything else that makes an array is evaluation.
     trace_span span(label.category ? label.category : std::string_view(where) == "device_put" ? "transfer" : "evaluate",
                     label.category ? label.name.c_str() : where, buf.size() * sizeof(T));
     if (span.active() && !label.detail.empty()) span.detail(label.detail);
-    if (FillEmpty || buf.size() != 0) fill(ctx, p, block, buf.data());
-    st->buffers[p] = std::move(buf);
+    if (fill_empty || buf.size() != 0) fill(ctx, p, block, buf.data());
+    buffers[p] = std::move(buf);
   });
+}
+
+/// build_array's body, compiled once per (T, N, S, FillEmpty) rather than once per fill
+/// (programs make hundreds of fills; issue 14), and small: the blocks, then fill_blocks.
+template <class T, std::size_t N, class S, bool FillEmpty>
+array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where,
+                                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
+  // Every array is made here: no shape whose element or byte count wraps gets blocks.
+  (void)checked_element_count<T>(shape, where);
+  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
+  std::size_t const n = s.num_devices();
+  st->buffers.resize(n);
+  std::vector<std::array<slice, N>> blocks;
+  blocks.reserve(n);
+  for (std::size_t p = 0; p < n; ++p) blocks.push_back(s.block(p, shape));
+  fill_blocks<T, N>(*st->pool, s.device_ids(), blocks, st->buffers, where, FillEmpty, fill, ctx);
   return array<T, N, S>(std::move(st));
 }
 
@@ -121,7 +124,7 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
   using fill_type = std::remove_reference_t<Fill>;
   return build_array_erased<T, N, S, FillEmpty>(
       s, shape, where,
-      [](void* ctx, std::size_t p, block_of_t<S, N> const& block, T* out) { (*static_cast<fill_type*>(ctx))(p, block, out); },
+      [](void* ctx, std::size_t p, std::array<slice, N> const& block, T* out) { (*static_cast<fill_type*>(ctx))(p, block, out); },
       const_cast<void*>(static_cast<void const*>(std::addressof(fill))));
 }
 
