@@ -32,6 +32,7 @@
 #include "tessera/runtime/wait_policy.hpp"
 #include "tessera/array/array.hpp"
 #include "tessera/array/block_copy.hpp"
+#include "tessera/array/block_layout.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/make_array_from_callback.hpp"
 #include "tessera/array/placement.hpp"

@@ -16,6 +16,7 @@
 #include "tessera/detail/xtensor/xexpression.hpp"
 #include "tessera/detail/xtensor/xtensor.hpp"
 
+#include "tessera/array/block_layout.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/runtime/collective_counter.hpp"
@@ -127,30 +128,6 @@ auto device_put(T const* data, I const (&shape)[N], S const& s) {
 }
 
 namespace detail {
-
-/// A sharding's layout of one shape as plain values (its device ids, their blocks and replica
-/// ids): what a reshard reads, so that its code is compiled once per element type and rank
-/// rather than once per pair of shardings (issue 14).
-template <std::size_t N>
-struct block_layout {
-  std::vector<int> ids;
-  std::vector<std::array<slice, N>> blocks;
-  std::vector<int> replica;
-};
-
-/// The layout of shape `shape` under sharding s.
-template <std::size_t N, class S>
-block_layout<N> layout_of(S const& s, shape_t<N> const& shape) {
-  block_layout<N> l;
-  l.ids = s.device_ids();
-  l.blocks.reserve(l.ids.size());
-  l.replica.reserve(l.ids.size());
-  for (std::size_t p = 0; p < l.ids.size(); ++p) {
-    l.blocks.push_back(s.block(p, shape));
-    l.replica.push_back(s.replica_id(p));
-  }
-  return l;
-}
 
 /// What every process taking part in an exchange must agree on: the kind of operation, the
 /// element type, the shape and both layouts (device ids and blocks).
@@ -316,16 +293,6 @@ struct reshard_copies {
     if (moved && !moved->pieces.empty()) moved->exchange(pool, shape, src, src_data, dst, dst_data);
   }
 };
-
-/// The blocks of array x in this process, by position (null for other processes' devices).
-template <class T, std::size_t N, class S>
-std::vector<T const*> local_block_data(array<T, N, S> const& x) {
-  auto const& ids = x.sharding().device_ids();
-  std::vector<T const*> data(ids.size(), nullptr);
-  for (std::size_t p = 0; p < ids.size(); ++p)
-    if (x.pool()->is_local(ids[p])) data[p] = x.block_data(p);
-  return data;
-}
 
 }  // namespace detail
 
