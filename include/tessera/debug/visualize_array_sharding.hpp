@@ -131,17 +131,12 @@ inline void draw_grid(std::ostream& os, std::map<std::pair<std::size_t, std::siz
 
 }  // namespace detail
 
-/// jax.debug.visualize_array_sharding(x): draws which devices hold which block.
-/// 1-D and 2-D arrays are drawn as JAX draws them; 0-D as one block; 3-D and up as
-/// one grid per dimension pair is not meaningful, so the first two dimensions are
-/// drawn and the blocks along the others are listed below the grid. Across processes, process 0
-/// draws it (the others would print the same grid again).
-template <class T, std::size_t N, class S>
-void visualize_array_sharding(array<T, N, S> const& x, std::ostream& os = std::cout, visualize_options opt = {}) {
-  if (x.pool()->spans_processes() && x.pool()->process_of(x.pool()->first_id()) != 0) return;
+namespace detail {
+
+/// visualize_array_sharding's drawing of sharding s over `shape`.
+template <std::size_t N, class S>
+void visualize_sharding(S const& s, shape_t<N> const& shape, std::ostream& os, visualize_options opt) {
   bool const color = opt.use_color == 1 || (opt.use_color == -1 && &os == &std::cout && ::isatty(1) != 0);
-  auto const& s = x.sharding();
-  auto const& shape = x.shape();
   std::map<std::pair<std::size_t, std::size_t>, detail::viz_cell> cells;
   std::map<std::pair<std::size_t, std::size_t>, std::set<std::string>> deeper;  // N > 2: other dims' ranges
   auto frac = [&](std::size_t i, slice const& r) {
@@ -183,6 +178,19 @@ void visualize_array_sharding(array<T, N, S> const& x, std::ostream& os = std::c
       for (auto const& l : lines) os << "  block (" << k.first << ", " << k.second << ") " << l << '\n';
   }
   os << '\n';
+}
+
+}  // namespace detail
+
+/// jax.debug.visualize_array_sharding(x): draws which devices hold which block.
+/// 1-D and 2-D arrays are drawn as JAX draws them; 0-D as one block; 3-D and up as
+/// one grid per dimension pair is not meaningful, so the first two dimensions are
+/// drawn and the blocks along the others are listed below the grid. Across processes, process 0
+/// draws it (the others would print the same grid again).
+template <class T, std::size_t N, class S>
+void visualize_array_sharding(array<T, N, S> const& x, std::ostream& os = std::cout, visualize_options opt = {}) {
+  if (x.pool()->spans_processes() && x.pool()->process_of(x.pool()->first_id()) != 0) return;
+  detail::visualize_sharding(x.sharding(), x.shape(), os, opt);  // the element type plays no part
 }
 
 }  // namespace tessera
