@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/detail/linkage.hpp"
 #include "tessera/detail/xtensor/xadapt.hpp"
 
 #include "tessera/array/shape.hpp"
@@ -58,13 +59,7 @@ concept same_layout_shardings = requires {
 /// An operation needed a block of another process's device; across processes, only
 /// element-wise work on arrays laid out alike, device_put, make_array_from_process_local_data
 /// and process_allgather are done so far (docs/across-processes.md).
-[[noreturn]] inline void throw_not_addressable(int device, int first, int local) {
-  throw std::runtime_error("tessera: this operation needs the block of device " + std::to_string(device) +
-                           ", which belongs to another process (this process has devices " + std::to_string(first) +
-                           " to " + std::to_string(first + local - 1) +
-                           "); read it through an operation that moves blocks (device_put, a reduction, matmul), or "
-                           "gather with tessera::process_allgather");
-}
+[[noreturn]] TESSERA_LINKAGE void throw_not_addressable(int device, int first, int local);
 
 /// What an array owns; shared between copies of the array, since arrays are immutable like jax.Array.
 template <class T, std::size_t N, class S>
@@ -190,5 +185,17 @@ struct is_array<array<T, N, S>> : std::true_type {};
 /// A tessera::array<...>.
 template <class T>
 concept array_type = is_array<std::remove_cvref_t<T>>::value;
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+[[noreturn]] TESSERA_LINKAGE void detail::throw_not_addressable(int device, int first, int local) {
+  throw std::runtime_error("tessera: this operation needs the block of device " + std::to_string(device) +
+                           ", which belongs to another process (this process has devices " + std::to_string(first) +
+                           " to " + std::to_string(first + local - 1) +
+                           "); read it through an operation that moves blocks (device_put, a reduction, matmul), or "
+                           "gather with tessera::process_allgather");
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

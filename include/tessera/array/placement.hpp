@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/array/array.hpp"
+#include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/runtime.hpp"
 #include "tessera/runtime/trace.hpp"
 
@@ -27,22 +28,7 @@ std::uint64_t runtime_id_of(S const& s) {
 }
 
 /// The pool of the runtime numbered `id` (0: the current one) and device ids `ids`.
-inline std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where) {
-  auto pool = id != 0 ? pool_by_id(id) : current_pool();
-  if (!pool)
-    throw std::invalid_argument(std::string("tessera::") + where + ": the mesh was made on runtime " +
-                                std::to_string(id) +
-                                ", which no longer exists (its runtime object and every array on it are gone); "
-                                "make the mesh again while a runtime lives");
-  long long highest = -1;
-  for (int d : ids) highest = d > highest ? d : highest;
-  if (highest >= pool->global_size())
-    throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
-                                std::to_string(highest) + " but " + pool->name() + " has devices 0 to " +
-                                std::to_string(pool->global_size() - 1) + "; create tessera::runtime{" +
-                                std::to_string(highest + 1) + "} (or more) before making the mesh");
-  return pool;
-}
+TESSERA_LINKAGE std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where);
 
 /// The pool a sharding's devices belong to (its mesh's runtime, else the current one),
 /// checked to hold every device the sharding names.
@@ -127,5 +113,26 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
       [](void* ctx, std::size_t p, std::array<slice, N> const& block, T* out) { (*static_cast<fill_type*>(ctx))(p, block, out); },
       const_cast<void*>(static_cast<void const*>(std::addressof(fill))));
 }
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where) {
+  auto pool = id != 0 ? pool_by_id(id) : current_pool();
+  if (!pool)
+    throw std::invalid_argument(std::string("tessera::") + where + ": the mesh was made on runtime " +
+                                std::to_string(id) +
+                                ", which no longer exists (its runtime object and every array on it are gone); "
+                                "make the mesh again while a runtime lives");
+  long long highest = -1;
+  for (int d : ids) highest = d > highest ? d : highest;
+  if (highest >= pool->global_size())
+    throw std::invalid_argument(std::string("tessera::") + where + ": the sharding uses device " +
+                                std::to_string(highest) + " but " + pool->name() + " has devices 0 to " +
+                                std::to_string(pool->global_size() - 1) + "; create tessera::runtime{" +
+                                std::to_string(highest + 1) + "} (or more) before making the mesh");
+  return pool;
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera::detail

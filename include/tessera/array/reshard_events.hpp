@@ -14,6 +14,7 @@
 #include "tessera/array/shape.hpp"
 #include "tessera/core/communication_plan.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
@@ -48,7 +49,12 @@ std::vector<collective_event> reshard_events(shape_t<N> const& shape, S1 const& 
 
 /// Labels the device spans of the array built next with the collectives that build it
 /// ("all-gather", "all-reduce + all-gather", ...), or as `fallback` when there are none.
-inline trace_as trace_collectives(std::vector<collective_event> const& events, char const* fallback) {
+TESSERA_LINKAGE trace_as trace_collectives(std::vector<collective_event> const& events, char const* fallback);
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE trace_as trace_collectives(std::vector<collective_event> const& events, char const* fallback) {
   if (!tracing()) return trace_as("", "");
   if (events.empty()) return trace_as("evaluate", fallback);
   std::string name, detail;
@@ -60,5 +66,6 @@ inline trace_as trace_collectives(std::vector<collective_event> const& events, c
   }
   return trace_as("collective", std::move(name), std::move(detail));
 }
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera::detail

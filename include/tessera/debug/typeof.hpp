@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 
+#include "tessera/detail/linkage.hpp"
 #include "tessera/detail/xtensor/xexpression.hpp"
 
 #include "tessera/array/array.hpp"
@@ -11,15 +12,7 @@
 namespace tessera {
 
 namespace detail {
-inline std::string dim_with_axes(std::size_t n, dim_spec const& d) {
-  std::string s = std::to_string(n);
-  if (d.is_none()) return s;
-  s += '@';
-  if (d.count() == 1) return s += d.axis(0).view();
-  s += '(';
-  for (std::size_t a = 0; a < d.count(); ++a) (s += (a ? "," : "")) += d.axis(a).view();
-  return s += ')';
-}
+TESSERA_LINKAGE std::string dim_with_axes(std::size_t n, dim_spec const& d);
 }  // namespace detail
 
 /// jax.typeof(x): dtype and shape, each sharded dimension followed by @ and its mesh axes.
@@ -64,5 +57,19 @@ std::string typeof(X const& x) {
   return type_of(x);
 }
 #endif
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE std::string detail::dim_with_axes(std::size_t n, dim_spec const& d) {
+  std::string s = std::to_string(n);
+  if (d.is_none()) return s;
+  s += '@';
+  if (d.count() == 1) return s += d.axis(0).view();
+  s += '(';
+  for (std::size_t a = 0; a < d.count(); ++a) (s += (a ? "," : "")) += d.axis(a).view();
+  return s += ')';
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/array/array.hpp"
+#include "tessera/detail/linkage.hpp"
 
 namespace tessera {
 
@@ -53,8 +54,79 @@ inline std::string repeat(std::string const& s, int n) {
 }
 
 /// Draws cells[(row, col)] as a box-drawing table.
-inline void draw_grid(std::ostream& os, std::map<std::pair<std::size_t, std::size_t>, viz_cell> const& cells,
-                      double aspect, visualize_options const& opt, bool color) {
+TESSERA_LINKAGE void draw_grid(std::ostream& os, std::map<std::pair<std::size_t, std::size_t>, viz_cell> const& cells,
+                               double aspect, visualize_options const& opt, bool color);
+
+}  // namespace detail
+
+namespace detail {
+
+/// visualize_array_sharding's drawing of sharding s over `shape`.
+template <std::size_t N, class S>
+void visualize_sharding(S const& s, shape_t<N> const& shape, std::ostream& os, visualize_options opt) {
+  bool const color = opt.use_color == 1 || (opt.use_color == -1 && &os == &std::cout && ::isatty(1) != 0);
+  std::map<std::pair<std::size_t, std::size_t>, detail::viz_cell> cells;
+  std::map<std::pair<std::size_t, std::size_t>, std::set<std::string>> deeper;  // N > 2: other dims' ranges
+  auto frac = [&](std::size_t i, slice const& r) {
+    return shape[i] == 0 ? 1.0 : static_cast<double>(r.size()) / static_cast<double>(shape[i]);
+  };
+  for (std::size_t p = 0; p < s.num_devices(); ++p) {
+    auto const b = s.block(p, shape);
+    std::pair<std::size_t, std::size_t> key{0, 0};
+    detail::viz_cell c;
+    if constexpr (N == 0) {
+      c.width = 1.0;
+    } else if constexpr (N == 1) {
+      key.second = s.num_shards(0) > 1 ? s.shard_index(p, 0) : 0;
+      c.width = frac(0, b[0]);
+    } else {
+      key = {s.num_shards(0) > 1 ? s.shard_index(p, 0) : 0, s.num_shards(1) > 1 ? s.shard_index(p, 1) : 0};
+      c.height = frac(0, b[0]);
+      c.width = frac(1, b[1]);
+      if constexpr (N > 2) {
+        std::ostringstream r;
+        r << "CPU " << s.device_ids()[p] << ": [";
+        for (std::size_t i = 2; i < N; ++i) r << (i > 2 ? ", " : "") << b[i].start << ':' << b[i].stop;
+        r << ']';
+        deeper[key].insert(r.str());
+      }
+    }
+    auto& cell = cells[key];
+    cell.devices.insert(s.device_ids()[p]);
+    cell.height = c.height;
+    cell.width = c.width;
+  }
+  double const aspect = N >= 2 ? (shape[0] == 0 ? 1.0 : static_cast<double>(shape[1]) / static_cast<double>(shape[0]))
+                        : N == 1 ? (shape[0] == 0 ? 1.0 : 1.0 / static_cast<double>(shape[0]))
+                                 : 1.0;
+  detail::draw_grid(os, cells, aspect, opt, color);
+  if constexpr (N > 2) {
+    os << "dimensions 0-1 drawn above; blocks along dimensions 2.." << N - 1 << ":\n";
+    for (auto const& [k, lines] : deeper)
+      for (auto const& l : lines) os << "  block (" << k.first << ", " << k.second << ") " << l << '\n';
+  }
+  os << '\n';
+}
+
+}  // namespace detail
+
+/// jax.debug.visualize_array_sharding(x): draws which devices hold which block.
+/// 1-D and 2-D arrays are drawn as JAX draws them; 0-D as one block; 3-D and up as
+/// one grid per dimension pair is not meaningful, so the first two dimensions are
+/// drawn and the blocks along the others are listed below the grid. Across processes, process 0
+/// draws it (the others would print the same grid again).
+template <class T, std::size_t N, class S>
+void visualize_array_sharding(array<T, N, S> const& x, std::ostream& os = std::cout, visualize_options opt = {}) {
+  if (x.pool()->spans_processes() && x.pool()->process_of(x.pool()->first_id()) != 0) return;
+  detail::visualize_sharding(x.sharding(), x.shape(), os, opt);  // the element type plays no part
+}
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE void detail::draw_grid(std::ostream& os,
+                                       std::map<std::pair<std::size_t, std::size_t>, viz_cell> const& cells,
+                                       double aspect, visualize_options const& opt, bool color) {
   std::size_t rows = 0, cols = 0;
   for (auto const& [k, c] : cells) {
     rows = std::max(rows, k.first + 1);
@@ -128,69 +200,6 @@ inline void draw_grid(std::ostream& os, std::map<std::pair<std::size_t, std::siz
   }
   rule("└", "┴", "┘");
 }
-
-}  // namespace detail
-
-namespace detail {
-
-/// visualize_array_sharding's drawing of sharding s over `shape`.
-template <std::size_t N, class S>
-void visualize_sharding(S const& s, shape_t<N> const& shape, std::ostream& os, visualize_options opt) {
-  bool const color = opt.use_color == 1 || (opt.use_color == -1 && &os == &std::cout && ::isatty(1) != 0);
-  std::map<std::pair<std::size_t, std::size_t>, detail::viz_cell> cells;
-  std::map<std::pair<std::size_t, std::size_t>, std::set<std::string>> deeper;  // N > 2: other dims' ranges
-  auto frac = [&](std::size_t i, slice const& r) {
-    return shape[i] == 0 ? 1.0 : static_cast<double>(r.size()) / static_cast<double>(shape[i]);
-  };
-  for (std::size_t p = 0; p < s.num_devices(); ++p) {
-    auto const b = s.block(p, shape);
-    std::pair<std::size_t, std::size_t> key{0, 0};
-    detail::viz_cell c;
-    if constexpr (N == 0) {
-      c.width = 1.0;
-    } else if constexpr (N == 1) {
-      key.second = s.num_shards(0) > 1 ? s.shard_index(p, 0) : 0;
-      c.width = frac(0, b[0]);
-    } else {
-      key = {s.num_shards(0) > 1 ? s.shard_index(p, 0) : 0, s.num_shards(1) > 1 ? s.shard_index(p, 1) : 0};
-      c.height = frac(0, b[0]);
-      c.width = frac(1, b[1]);
-      if constexpr (N > 2) {
-        std::ostringstream r;
-        r << "CPU " << s.device_ids()[p] << ": [";
-        for (std::size_t i = 2; i < N; ++i) r << (i > 2 ? ", " : "") << b[i].start << ':' << b[i].stop;
-        r << ']';
-        deeper[key].insert(r.str());
-      }
-    }
-    auto& cell = cells[key];
-    cell.devices.insert(s.device_ids()[p]);
-    cell.height = c.height;
-    cell.width = c.width;
-  }
-  double const aspect = N >= 2 ? (shape[0] == 0 ? 1.0 : static_cast<double>(shape[1]) / static_cast<double>(shape[0]))
-                        : N == 1 ? (shape[0] == 0 ? 1.0 : 1.0 / static_cast<double>(shape[0]))
-                                 : 1.0;
-  detail::draw_grid(os, cells, aspect, opt, color);
-  if constexpr (N > 2) {
-    os << "dimensions 0-1 drawn above; blocks along dimensions 2.." << N - 1 << ":\n";
-    for (auto const& [k, lines] : deeper)
-      for (auto const& l : lines) os << "  block (" << k.first << ", " << k.second << ") " << l << '\n';
-  }
-  os << '\n';
-}
-
-}  // namespace detail
-
-/// jax.debug.visualize_array_sharding(x): draws which devices hold which block.
-/// 1-D and 2-D arrays are drawn as JAX draws them; 0-D as one block; 3-D and up as
-/// one grid per dimension pair is not meaningful, so the first two dimensions are
-/// drawn and the blocks along the others are listed below the grid. Across processes, process 0
-/// draws it (the others would print the same grid again).
-template <class T, std::size_t N, class S>
-void visualize_array_sharding(array<T, N, S> const& x, std::ostream& os = std::cout, visualize_options opt = {}) {
-  if (x.pool()->spans_processes() && x.pool()->process_of(x.pool()->first_id()) != 0) return;
-  detail::visualize_sharding(x.sharding(), x.shape(), os, opt);  // the element type plays no part
-}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/core/communication_plan.hpp"
+#include "tessera/detail/linkage.hpp"
 
 namespace tessera {
 
@@ -33,13 +34,10 @@ inline counter_registry& counters() {
 /// Whether any counter is alive (a relaxed check that keeps uncounted runs free).
 inline bool counting() { return counters().count.load(std::memory_order_relaxed) != 0; }
 
-void record_collective(collective_event const& e);
+TESSERA_LINKAGE void record_collective(collective_event const& e);
 
 /// Records every event of a plan.
-inline void record_collectives(std::vector<collective_event> const& events) {
-  if (!counting()) return;
-  for (auto const& e : events) record_collective(e);
-}
+TESSERA_LINKAGE void record_collectives(std::vector<collective_event> const& events);
 
 }  // namespace detail
 
@@ -85,11 +83,21 @@ class collective_counter {
   std::vector<collective_event> events_;
 };
 
-inline void detail::record_collective(collective_event const& e) {
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE void detail::record_collective(collective_event const& e) {
   if (!counting()) return;
   auto& r = counters();
   std::lock_guard g(r.lock);
   for (auto* c : r.active) c->events_.push_back(e);
 }
+
+TESSERA_LINKAGE void detail::record_collectives(std::vector<collective_event> const& events) {
+  if (!counting()) return;
+  for (auto const& e : events) record_collective(e);
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/linkage.hpp"
+
 namespace tessera {
 
 /// Thrown by the caller of a device dispatch when one or more devices threw; none is lost.
@@ -24,23 +26,33 @@ class device_error : public std::runtime_error {
   /// Rethrows the first device's original exception (to catch it by its own type).
   [[noreturn]] void rethrow_first() const { std::rethrow_exception(failures_.front().second); }
 
+  /// What an exception says: its what(), or that it is not a std::exception.
+  static std::string message_of(std::exception_ptr const& e);
+
  private:
-  static std::string message_of(std::exception_ptr const& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (std::exception const& x) {
-      return x.what();
-    } catch (...) {
-      return "a non-std::exception object";
-    }
-  }
-  static std::string describe(std::vector<failure> const& fs) {
-    std::string s = "tessera: device " + std::to_string(fs.front().first) + " threw: " + message_of(fs.front().second);
-    for (std::size_t i = 1; i < fs.size(); ++i)
-      s += "; device " + std::to_string(fs[i].first) + " threw: " + message_of(fs[i].second);
-    return s;
-  }
+  static std::string describe(std::vector<failure> const& fs);
   std::vector<failure> failures_;
 };
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE std::string device_error::message_of(std::exception_ptr const& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (std::exception const& x) {
+    return x.what();
+  } catch (...) {
+    return "a non-std::exception object";
+  }
+}
+
+TESSERA_LINKAGE std::string device_error::describe(std::vector<failure> const& fs) {
+  std::string s = "tessera: device " + std::to_string(fs.front().first) + " threw: " + message_of(fs.front().second);
+  for (std::size_t i = 1; i < fs.size(); ++i)
+    s += "; device " + std::to_string(fs[i].first) + " threw: " + message_of(fs[i].second);
+  return s;
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

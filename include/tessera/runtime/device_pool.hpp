@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
 #include "tessera/runtime/exchange_rows.hpp"
@@ -60,19 +61,7 @@ struct cross_pool_waits {
     return w;
   }
   /// Whether `from` waits, through any chain of dispatches, for `to` (mutex held).
-  bool reaches(device_pool const* from, device_pool const* to) const {
-    std::vector<device_pool const*> todo{from}, seen;
-    while (!todo.empty()) {
-      device_pool const* p = todo.back();
-      todo.pop_back();
-      if (p == to) return true;
-      if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
-      seen.push_back(p);
-      for (auto const& [a, b] : edges)
-        if (a == p) todo.push_back(b);
-    }
-    return false;
-  }
+  bool reaches(device_pool const* from, device_pool const* to) const;
   void erase(device_pool const* a, device_pool const* b) {
     std::lock_guard lock(mutex);
     auto it = std::find(edges.begin(), edges.end(), std::pair{a, b});
@@ -83,42 +72,7 @@ struct cross_pool_waits {
 /// The std::thread pool behind a tessera::runtime: device d is worker thread d.
 class device_pool {
  public:
-  explicit device_pool(int num_devices, thread_start_hook before_start = nullptr)
-      : id_(next_id().fetch_add(1, std::memory_order_relaxed)) {
-    if (num_devices < 1)
-      throw std::invalid_argument("tessera::runtime: the number of devices must be at least 1, got " +
-                                  std::to_string(num_devices));
-    n_ = num_devices;
-    global_ = num_devices;
-    // Devices plus the dispatching thread compete for cores.
-    worker_spin_ = spin_budget(static_cast<unsigned>(n_));
-    caller_spin_ = spin_budget(static_cast<unsigned>(n_));
-    slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
-    memory_ = std::make_unique<device_memory[]>(static_cast<std::size_t>(n_));
-    threads_.reserve(static_cast<std::size_t>(n_));
-    try {
-      for (int d = 0; d < n_; ++d) {
-        if (before_start) before_start(d);
-        threads_.emplace_back([this, d] { worker(d); });
-      }
-    } catch (...) {
-      // A thread the system refused (a process or memory limit): the ones already started
-      // must be stopped and joined here, or destroying them would call std::terminate.
-      int const started = static_cast<int>(threads_.size());
-      stop_and_join();
-      std::string const what = "tessera::runtime: started " + std::to_string(started) + " of " +
-                               std::to_string(n_) + " device threads, then the system refused another (" +
-                               message_of(std::current_exception()) +
-                               "); the started ones were stopped. Ask for fewer devices or raise the limit";
-      try {
-        throw;
-      } catch (std::system_error const& e) {
-        throw std::system_error(e.code(), what);
-      } catch (...) {
-        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), what);
-      }
-    }
-  }
+  explicit device_pool(int num_devices, thread_start_hook before_start = nullptr);
   device_pool(device_pool const&) = delete;
   device_pool& operator=(device_pool const&) = delete;
   ~device_pool() { stop_and_join(); }
@@ -246,9 +200,7 @@ class device_pool {
   /// A number naming this pool in messages: 1 for the first made in the process, then 2, ...
   std::uint64_t id() const { return id_; }
   /// "runtime 2 (4 devices)", for messages.
-  std::string name() const {
-    return "runtime " + std::to_string(id_) + " (" + std::to_string(n_) + (n_ == 1 ? " device)" : " devices)");
-  }
+  std::string name() const;
   /// Device d's memory (its cache of freed blocks); d is a global id of this process's devices.
   device_memory& memory(int d) const { return memory_[static_cast<std::size_t>(d - first_)]; }
 
@@ -265,60 +217,7 @@ class device_pool {
   }
 
   /// run's body: `fn(ctx, device)` on each listed device's own thread, and wait.
-  void run_task(std::span<int const> devices, void (*fn)(void*, int), void* ctx) {
-    if (this_device_thread.pool == this)
-      throw std::logic_error("tessera: a dispatch to the devices was started from device " +
-                             std::to_string(this_device_thread.device) +
-                             "'s own thread; per-device code must not start another dispatch on the same runtime");
-    int local_count = 0;
-    for (int d : devices) {
-      if (d < 0 || d >= global_)
-        throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
-                                std::to_string(global_) + " devices");
-      local_count += is_local(d) ? 1 : 0;
-    }
-    if (local_count == 0) return;
-    trace_span span("dispatch", "dispatch");  // on the calling thread: from the wake-up to the last device done
-    nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
-    std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
-    if (n_ == 1) {
-      // One device (runtime{1}, or a process of one device across processes): its task runs on
-      // the calling thread, which would otherwise only wait for it. A wake-up costs more than a
-      // small task (microseconds), and the two threads would share a core.
-      if (local_count > 1)
-        throw std::invalid_argument("tessera: device id " + std::to_string(first_) +
-                                    " is listed twice in one dispatch; each device runs the task once");
-      run_here(fn, ctx);
-      return;
-    }
-    task_fn_ = fn;
-    task_ctx_ = ctx;
-    remaining_.store(local_count, std::memory_order_relaxed);
-    std::uint32_t const done_before = done_.load();
-    for (int d : devices) {
-      if (!is_local(d)) continue;
-      // A device listed twice would be woken once and counted twice: the wait would never end.
-      // The `active` flags find it without an allocation on the dispatch path.
-      if (slot_of(d - first_).active) {
-        for (int e : devices)
-          if (is_local(e)) slot_of(e - first_).active = false;
-        throw std::invalid_argument("tessera: device id " + std::to_string(d) +
-                                    " is listed twice in one dispatch; each device runs the task once");
-      }
-      slot_of(d - first_).error = nullptr;
-      slot_of(d - first_).active = true;
-    }
-    for (int d : devices)
-      if (is_local(d)) wake(d - first_);
-    done_.wait_for_change(done_before, caller_spin_);
-    std::vector<device_error::failure> failures;
-    for (int d = 0; d < n_; ++d) {
-      if (!slot_of(d).active) continue;
-      slot_of(d).active = false;
-      if (slot_of(d).error) failures.emplace_back(d + first_, std::exchange(slot_of(d).error, nullptr));
-    }
-    if (!failures.empty()) throw device_error(std::move(failures));
-  }
+  void run_task(std::span<int const> devices, void (*fn)(void*, int), void* ctx);
 
   /// Runs f(device) on every device of this process.
   template <class F>
@@ -349,74 +248,15 @@ class device_pool {
 
   /// Runs the one device's task on this thread, as that device: per-device state (the device
   /// identity, the trace track) is the device's while it runs and the caller's again after.
-  void run_here(void (*fn)(void*, int), void* ctx) {
-    struct as_device {
-      device_thread_identity identity = this_device_thread;
-      trace_track track = this_trace_track;
-      inline_dispatch_frame frame;
-      as_device(device_pool const* p, std::uint64_t id) : frame{p, this_inline_dispatch} {
-        this_device_thread = {p, 0};
-        this_trace_track = {static_cast<int>(id), 0, 0};
-        this_inline_dispatch = &frame;
-      }
-      ~as_device() {
-        this_inline_dispatch = frame.outer;
-        this_trace_track = track;
-        this_device_thread = identity;
-      }
-      as_device(as_device const&) = delete;
-      as_device& operator=(as_device const&) = delete;
-    } scope(this, id_);
-    try {
-      trace_span span("dispatch", "task");
-      fn(ctx, first_);  // the global id
-    } catch (...) {
-      std::vector<device_error::failure> failures;
-      failures.emplace_back(first_, std::current_exception());
-      throw device_error(std::move(failures));
-    }
-  }
+  void run_here(void (*fn)(void*, int), void* ctx);
 
   /// Takes the dispatch lock for run(). From a device thread of another pool, the wait is
   /// recorded while it lasts, and refused at once when the pool dispatching here is itself
   /// (through any chain) waiting for the caller's pool: neither could ever finish.
   class nested_dispatch {
    public:
-    explicit nested_dispatch(device_pool& to) : to_(to), from_(this_device_thread.pool) {
-      if (from_ == nullptr) {
-        to_.dispatch_mutex_.lock();
-        return;
-      }
-      for (auto const* f = this_inline_dispatch; f != nullptr; f = f->outer)
-        if (f->pool == &to_)  // this thread runs to_'s task: to_'s dispatch waits for this one
-          throw std::runtime_error(cycle_message(to_, from_));
-      auto& w = cross_pool_waits::instance();
-      {
-        std::lock_guard graph(w.mutex);
-        if (!to_.dispatch_mutex_.try_lock()) {
-          if (w.reaches(&to_, from_)) throw std::runtime_error(cycle_message(to_, from_));
-          w.edges.emplace_back(from_, &to_);
-          locked_ = false;
-        } else {
-          w.edges.emplace_back(from_, &to_);
-          locked_ = true;
-        }
-      }
-      if (!locked_) {
-        try {
-          to_.dispatch_mutex_.lock();
-        } catch (...) {
-          w.erase(from_, &to_);
-          throw;
-        }
-      }
-    }
-    static std::string cycle_message(device_pool const& to, device_pool const* from) {
-      return "tessera: device " + std::to_string(this_device_thread.device) + " of " + from->name() +
-             " started a dispatch on " + to.name() + ", whose running dispatch waits for " + from->name() +
-             ": each would wait for the other forever, so this dispatch is refused; start the inner work "
-             "after the outer dispatch returns, or keep it on one runtime";
-    }
+    explicit nested_dispatch(device_pool& to);
+    static std::string cycle_message(device_pool const& to, device_pool const* from);
     ~nested_dispatch() {
       if (from_ != nullptr) cross_pool_waits::instance().erase(from_, &to_);
     }
@@ -433,47 +273,10 @@ class device_pool {
     static std::atomic<std::uint64_t> n{1};
     return n;
   }
-  static std::string message_of(std::exception_ptr const& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (std::exception const& x) {
-      return x.what();
-    } catch (...) {
-      return "an exception that is not a std::exception";
-    }
-  }
   /// Wakes every started thread to stop, and joins them.
-  void stop_and_join() noexcept {
-    stopping_.store(true, std::memory_order_release);
-    for (std::size_t d = 0; d < threads_.size(); ++d) slots_[d].go.bump();
-    for (std::size_t d = 0; d < threads_.size(); ++d) {
-      // The last owner may let go on a device thread (a task dropping the last array of
-      // a runtime that is gone); that thread cannot join itself, and returns on its own.
-      if (threads_[d].get_id() == std::this_thread::get_id())
-        threads_[d].detach();
-      else if (threads_[d].joinable())
-        threads_[d].join();
-    }
-  }
+  void stop_and_join() noexcept;
 
-  void worker(int d) {
-    this_device_thread = {this, d};
-    this_trace_track = {static_cast<int>(id_), d, 0};
-    std::uint32_t seen = 0;
-    for (;;) {
-      seen = slot_of(d).go.wait_for_change(seen, worker_spin_);
-      if (stopping_.load(std::memory_order_acquire)) return;
-      try {
-        trace_span span("dispatch", "task");
-        task_fn_(task_ctx_, first_ + d);  // the global id
-      } catch (...) {
-        slot_of(d).error = std::current_exception();
-      }
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        done_.bump();
-      }
-    }
-  }
+  void worker(int d);
 
   std::uint64_t id_;
   int n_ = 0;
@@ -493,5 +296,216 @@ class device_pool {
   alignas(64) wait_word done_;
   std::atomic<bool> stopping_{false};
 };
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE bool cross_pool_waits::reaches(device_pool const* from, device_pool const* to) const {
+  std::vector<device_pool const*> todo{from}, seen;
+  while (!todo.empty()) {
+    device_pool const* p = todo.back();
+    todo.pop_back();
+    if (p == to) return true;
+    if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+    seen.push_back(p);
+    for (auto const& [a, b] : edges)
+      if (a == p) todo.push_back(b);
+  }
+  return false;
+}
+
+TESSERA_LINKAGE device_pool::device_pool(int num_devices, thread_start_hook before_start)
+    : id_(next_id().fetch_add(1, std::memory_order_relaxed)) {
+  if (num_devices < 1)
+    throw std::invalid_argument("tessera::runtime: the number of devices must be at least 1, got " +
+                                std::to_string(num_devices));
+  n_ = num_devices;
+  global_ = num_devices;
+  // Devices plus the dispatching thread compete for cores.
+  worker_spin_ = spin_budget(static_cast<unsigned>(n_));
+  caller_spin_ = spin_budget(static_cast<unsigned>(n_));
+  slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
+  memory_ = std::make_unique<device_memory[]>(static_cast<std::size_t>(n_));
+  threads_.reserve(static_cast<std::size_t>(n_));
+  try {
+    for (int d = 0; d < n_; ++d) {
+      if (before_start) before_start(d);
+      threads_.emplace_back([this, d] { worker(d); });
+    }
+  } catch (...) {
+    // A thread the system refused (a process or memory limit): the ones already started
+    // must be stopped and joined here, or destroying them would call std::terminate.
+    int const started = static_cast<int>(threads_.size());
+    stop_and_join();
+    std::string const what = "tessera::runtime: started " + std::to_string(started) + " of " +
+                             std::to_string(n_) + " device threads, then the system refused another (" +
+                             device_error::message_of(std::current_exception()) +
+                             "); the started ones were stopped. Ask for fewer devices or raise the limit";
+    try {
+      throw;
+    } catch (std::system_error const& e) {
+      throw std::system_error(e.code(), what);
+    } catch (...) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again), what);
+    }
+  }
+}
+
+TESSERA_LINKAGE std::string device_pool::name() const {
+  return "runtime " + std::to_string(id_) + " (" + std::to_string(n_) + (n_ == 1 ? " device)" : " devices)");
+}
+
+TESSERA_LINKAGE void device_pool::run_task(std::span<int const> devices, void (*fn)(void*, int), void* ctx) {
+  if (this_device_thread.pool == this)
+    throw std::logic_error("tessera: a dispatch to the devices was started from device " +
+                           std::to_string(this_device_thread.device) +
+                           "'s own thread; per-device code must not start another dispatch on the same runtime");
+  int local_count = 0;
+  for (int d : devices) {
+    if (d < 0 || d >= global_)
+      throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
+                              std::to_string(global_) + " devices");
+    local_count += is_local(d) ? 1 : 0;
+  }
+  if (local_count == 0) return;
+  trace_span span("dispatch", "dispatch");  // on the calling thread: from the wake-up to the last device done
+  nested_dispatch nested(*this);  // a device thread of another pool: refuse a wait that would never end
+  std::lock_guard lock(dispatch_mutex_, std::adopt_lock);  // one dispatch at a time per pool
+  if (n_ == 1) {
+    // One device (runtime{1}, or a process of one device across processes): its task runs on
+    // the calling thread, which would otherwise only wait for it. A wake-up costs more than a
+    // small task (microseconds), and the two threads would share a core.
+    if (local_count > 1)
+      throw std::invalid_argument("tessera: device id " + std::to_string(first_) +
+                                  " is listed twice in one dispatch; each device runs the task once");
+    run_here(fn, ctx);
+    return;
+  }
+  task_fn_ = fn;
+  task_ctx_ = ctx;
+  remaining_.store(local_count, std::memory_order_relaxed);
+  std::uint32_t const done_before = done_.load();
+  for (int d : devices) {
+    if (!is_local(d)) continue;
+    // A device listed twice would be woken once and counted twice: the wait would never end.
+    // The `active` flags find it without an allocation on the dispatch path.
+    if (slot_of(d - first_).active) {
+      for (int e : devices)
+        if (is_local(e)) slot_of(e - first_).active = false;
+      throw std::invalid_argument("tessera: device id " + std::to_string(d) +
+                                  " is listed twice in one dispatch; each device runs the task once");
+    }
+    slot_of(d - first_).error = nullptr;
+    slot_of(d - first_).active = true;
+  }
+  for (int d : devices)
+    if (is_local(d)) wake(d - first_);
+  done_.wait_for_change(done_before, caller_spin_);
+  std::vector<device_error::failure> failures;
+  for (int d = 0; d < n_; ++d) {
+    if (!slot_of(d).active) continue;
+    slot_of(d).active = false;
+    if (slot_of(d).error) failures.emplace_back(d + first_, std::exchange(slot_of(d).error, nullptr));
+  }
+  if (!failures.empty()) throw device_error(std::move(failures));
+}
+
+TESSERA_LINKAGE void device_pool::run_here(void (*fn)(void*, int), void* ctx) {
+  struct as_device {
+    device_thread_identity identity = this_device_thread;
+    trace_track track = this_trace_track;
+    inline_dispatch_frame frame;
+    as_device(device_pool const* p, std::uint64_t id) : frame{p, this_inline_dispatch} {
+      this_device_thread = {p, 0};
+      this_trace_track = {static_cast<int>(id), 0, 0};
+      this_inline_dispatch = &frame;
+    }
+    ~as_device() {
+      this_inline_dispatch = frame.outer;
+      this_trace_track = track;
+      this_device_thread = identity;
+    }
+    as_device(as_device const&) = delete;
+    as_device& operator=(as_device const&) = delete;
+  } scope(this, id_);
+  try {
+    trace_span span("dispatch", "task");
+    fn(ctx, first_);  // the global id
+  } catch (...) {
+    std::vector<device_error::failure> failures;
+    failures.emplace_back(first_, std::current_exception());
+    throw device_error(std::move(failures));
+  }
+}
+
+TESSERA_LINKAGE device_pool::nested_dispatch::nested_dispatch(device_pool& to) : to_(to), from_(this_device_thread.pool) {
+  if (from_ == nullptr) {
+    to_.dispatch_mutex_.lock();
+    return;
+  }
+  for (auto const* f = this_inline_dispatch; f != nullptr; f = f->outer)
+    if (f->pool == &to_)  // this thread runs to_'s task: to_'s dispatch waits for this one
+      throw std::runtime_error(cycle_message(to_, from_));
+  auto& w = cross_pool_waits::instance();
+  {
+    std::lock_guard graph(w.mutex);
+    if (!to_.dispatch_mutex_.try_lock()) {
+      if (w.reaches(&to_, from_)) throw std::runtime_error(cycle_message(to_, from_));
+      w.edges.emplace_back(from_, &to_);
+      locked_ = false;
+    } else {
+      w.edges.emplace_back(from_, &to_);
+      locked_ = true;
+    }
+  }
+  if (!locked_) {
+    try {
+      to_.dispatch_mutex_.lock();
+    } catch (...) {
+      w.erase(from_, &to_);
+      throw;
+    }
+  }
+}
+
+TESSERA_LINKAGE std::string device_pool::nested_dispatch::cycle_message(device_pool const& to, device_pool const* from) {
+  return "tessera: device " + std::to_string(this_device_thread.device) + " of " + from->name() +
+         " started a dispatch on " + to.name() + ", whose running dispatch waits for " + from->name() +
+         ": each would wait for the other forever, so this dispatch is refused; start the inner work "
+         "after the outer dispatch returns, or keep it on one runtime";
+}
+
+TESSERA_LINKAGE void device_pool::stop_and_join() noexcept {
+  stopping_.store(true, std::memory_order_release);
+  for (std::size_t d = 0; d < threads_.size(); ++d) slots_[d].go.bump();
+  for (std::size_t d = 0; d < threads_.size(); ++d) {
+    // The last owner may let go on a device thread (a task dropping the last array of
+    // a runtime that is gone); that thread cannot join itself, and returns on its own.
+    if (threads_[d].get_id() == std::this_thread::get_id())
+      threads_[d].detach();
+    else if (threads_[d].joinable())
+      threads_[d].join();
+  }
+}
+
+TESSERA_LINKAGE void device_pool::worker(int d) {
+  this_device_thread = {this, d};
+  this_trace_track = {static_cast<int>(id_), d, 0};
+  std::uint32_t seen = 0;
+  for (;;) {
+    seen = slot_of(d).go.wait_for_change(seen, worker_spin_);
+    if (stopping_.load(std::memory_order_acquire)) return;
+    try {
+      trace_span span("dispatch", "task");
+      task_fn_(task_ctx_, first_ + d);  // the global id
+    } catch (...) {
+      slot_of(d).error = std::current_exception();
+    }
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      done_.bump();
+    }
+  }
+}
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera::detail

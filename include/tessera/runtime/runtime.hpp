@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/device_pool.hpp"
 
 namespace tessera {
@@ -32,10 +33,7 @@ inline runtime_registry& registry() {
   return r;
 }
 /// Remembers a pool so meshes made on it find it again (pruning pools that are gone).
-inline void remember_pool(runtime_registry& r, std::shared_ptr<device_pool> const& p) {
-  std::erase_if(r.known, [](auto const& w) { return w.expired(); });
-  r.known.push_back(p);
-}
+TESSERA_LINKAGE void remember_pool(runtime_registry& r, std::shared_ptr<device_pool> const& p);
 
 /// Size of the default runtime: TESSERA_NUM_DEVICES, else the number of cores.
 inline int default_device_count() {
@@ -54,28 +52,10 @@ inline int default_device_count() {
 /// The pool new meshes use on this host thread: the innermost live runtime this thread made;
 /// else the process default, the oldest live runtime (usually main's); else one made on
 /// first use with default_device_count() devices. Per thread, as jax.default_device is.
-inline std::shared_ptr<device_pool> current_pool() {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  auto const me = std::this_thread::get_id();
-  for (auto it = r.live.rbegin(); it != r.live.rend(); ++it)
-    if (it->owner == me) return it->pool;
-  if (!r.live.empty()) return r.live.front().pool;
-  if (!r.fallback) {
-    r.fallback = std::make_shared<device_pool>(default_device_count());
-    remember_pool(r, r.fallback);
-  }
-  return r.fallback;
-}
+TESSERA_LINKAGE std::shared_ptr<device_pool> current_pool();
 
 /// The pool with this id() if it still lives (a mesh names the runtime it was made on).
-inline std::shared_ptr<device_pool> pool_by_id(std::uint64_t id) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (auto const& w : r.known)
-    if (auto p = w.lock(); p && p->id() == id) return p;
-  return nullptr;
-}
+TESSERA_LINKAGE std::shared_ptr<device_pool> pool_by_id(std::uint64_t id);
 }  // namespace detail
 
 /// A set of logical CPU devices, one std::thread each (`jax_num_cpu_devices=N`).
@@ -136,5 +116,39 @@ inline std::vector<int> local_devices() {
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = pool->first_id() + static_cast<int>(i);
   return ids;
 }
+
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+namespace detail {
+
+TESSERA_LINKAGE void remember_pool(runtime_registry& r, std::shared_ptr<device_pool> const& p) {
+  std::erase_if(r.known, [](auto const& w) { return w.expired(); });
+  r.known.push_back(p);
+}
+
+TESSERA_LINKAGE std::shared_ptr<device_pool> current_pool() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto const me = std::this_thread::get_id();
+  for (auto it = r.live.rbegin(); it != r.live.rend(); ++it)
+    if (it->owner == me) return it->pool;
+  if (!r.live.empty()) return r.live.front().pool;
+  if (!r.fallback) {
+    r.fallback = std::make_shared<device_pool>(default_device_count());
+    remember_pool(r, r.fallback);
+  }
+  return r.fallback;
+}
+
+TESSERA_LINKAGE std::shared_ptr<device_pool> pool_by_id(std::uint64_t id) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (auto const& w : r.known)
+    if (auto p = w.lock(); p && p->id() == id) return p;
+  return nullptr;
+}
+
+}  // namespace detail
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera

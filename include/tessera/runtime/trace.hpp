@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/linkage.hpp"
+
 namespace tessera {
 
 class trace;
@@ -79,7 +81,7 @@ struct trace_track {
 };
 inline thread_local trace_track this_trace_track{};
 
-void record_trace_event(trace_event e, std::int64_t start_clock_ns);
+TESSERA_LINKAGE void record_trace_event(trace_event e, std::int64_t start_clock_ns);
 
 /// Adds the time it lives to the calling thread's barrier wait (team's entry and exit waits).
 class trace_wait {
@@ -287,7 +289,9 @@ class trace {
   std::vector<trace_event> events_;
 };
 
-inline void detail::record_trace_event(trace_event e, std::int64_t start_clock_ns) {
+// The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
+#if TESSERA_DEFINITIONS
+TESSERA_LINKAGE void detail::record_trace_event(trace_event e, std::int64_t start_clock_ns) {
   auto& r = traces();
   std::lock_guard g(r.lock);
   for (auto* t : r.active) {
@@ -298,5 +302,6 @@ inline void detail::record_trace_event(trace_event e, std::int64_t start_clock_n
     t->events_.push_back(std::move(copy));
   }
 }
+#endif  // TESSERA_DEFINITIONS
 
 }  // namespace tessera
