@@ -5,6 +5,8 @@
 #   COMPILERS="g++" OPTS="-O2" bash bench/compile_times.sh
 #   FILES="examples/data_sharding.cpp examples/nn_layer.cpp" bash bench/compile_times.sh
 #   REPEAT=3 bash bench/compile_times.sh        best of 3 for each figure
+#   SEPARATE=1 bash bench/compile_times.sh      each tessera file also with TESSERA_SEPARATE_COMPILATION
+#                                               (docs/headers.md: the runtime compiled once elsewhere)
 #
 # The reference is what a user of xtensor and Boost.Hana pays before writing any code:
 # xtensor + xmath + xio + Hana and a trivial main. Each file is compiled alone (-c, one job),
@@ -58,8 +60,10 @@ fi
 # time_one CXX OPT FILE -> "seconds peak_MiB" (best of REPEAT); "fail" if it does not compile.
 time_one() {
   local cxx=$1 opt=$2 file=$3 best="" mem="" i s m
+  local defs=()
+  [[ -n ${4:-} ]] && defs=("$4")
   for ((i = 0; i < REPEAT; i++)); do
-    if ! /usr/bin/time -o "$WORK/time" -f '%e %M' "$cxx" -std=c++20 "$opt" -I"$ROOT/include" \
+    if ! /usr/bin/time -o "$WORK/time" -f '%e %M' "$cxx" -std=c++20 "$opt" "${defs[@]}" -I"$ROOT/include" \
          -I"$ROOT/tests/unit" -c "$file" -o "$WORK/out.o" >/dev/null 2>"$WORK/err"; then
       echo "fail"; return
     fi
@@ -76,16 +80,24 @@ for cxx in $COMPILERS; do
     read -r ref_s ref_m <<<"$(time_one "$cxx" "$opt" "$WORK/reference.cpp")"
     printf '%-44s %-8s %-4s %9s %7s %9s\n' "reference (xtensor+xmath+xio+Hana)" "$cxx" "$opt" "$ref_s" "1.00" "$ref_m"
     for f in "$WORK/minimal.cpp" "${files[@]}"; do
-      name=${f#"$ROOT/"}
-      [[ $f == "$WORK/minimal.cpp" ]] && name="minimal tessera program"
-      r=$(time_one "$cxx" "$opt" "$f")
-      if [[ $r == fail ]]; then
-        printf '%-44s %-8s %-4s %9s\n' "$name" "$cxx" "$opt" "FAILED"
-        continue
-      fi
-      read -r s m <<<"$r"
-      printf '%-44s %-8s %-4s %9s %7s %9s\n' "$name" "$cxx" "$opt" "$s" \
-        "$(awk -v a="$s" -v b="$ref_s" 'BEGIN{printf "%.2f", a/b}')" "$m"
+      for mode in header-only separate; do
+        [[ $mode == separate && ${SEPARATE:-0} != 1 ]] && continue
+        name=${f#"$ROOT/"}
+        [[ $f == "$WORK/minimal.cpp" ]] && name="minimal tessera program"
+        def=""
+        if [[ $mode == separate ]]; then
+          name="$name (separate)"
+          def="-DTESSERA_SEPARATE_COMPILATION"
+        fi
+        r=$(time_one "$cxx" "$opt" "$f" "$def")
+        if [[ $r == fail ]]; then
+          printf '%-44s %-8s %-4s %9s\n' "$name" "$cxx" "$opt" "FAILED"
+          continue
+        fi
+        read -r s m <<<"$r"
+        printf '%-44s %-8s %-4s %9s %7s %9s\n' "$name" "$cxx" "$opt" "$s" \
+          "$(awk -v a="$s" -v b="$ref_s" 'BEGIN{printf "%.2f", a/b}')" "$m"
+      done
     done
   done
 done
