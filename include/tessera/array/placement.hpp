@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/array/array.hpp"
+#include "tessera/detail/erased_call.hpp"
 #include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/runtime.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -107,11 +108,9 @@ array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char cons
 /// Empty blocks are filled only when FillEmpty (out is then null).
 template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
 array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
-  using fill_type = std::remove_reference_t<Fill>;
   return build_array_erased<T, N, S, FillEmpty>(
-      s, shape, where,
-      [](void* ctx, std::size_t p, std::array<slice, N> const& block, T* out) { (*static_cast<fill_type*>(ctx))(p, block, out); },
-      const_cast<void*>(static_cast<void const*>(std::addressof(fill))));
+      s, shape, where, &call_erased<std::remove_reference_t<Fill>, std::size_t, std::array<slice, N> const&, T*>,
+      erased_context(fill));
 }
 
 // The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).

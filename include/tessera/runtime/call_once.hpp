@@ -3,9 +3,10 @@
 // thread-local trampoline per callable, and expressions cache their values through it, so a
 // test file of a thousand expressions paid for a thousand copies (issue 14).
 
-#include <memory>
 #include <mutex>
 #include <type_traits>
+
+#include "tessera/detail/erased_call.hpp"
 
 namespace tessera::detail {
 
@@ -15,9 +16,7 @@ inline void call_once_erased(std::once_flag& once, void (*fn)(void*), void* ctx)
 /// std::call_once(once, f): f() runs the first time only; if it throws, the next call runs it again.
 template <class F>
 void call_once(std::once_flag& once, F&& f) {
-  using task = std::remove_reference_t<F>;
-  call_once_erased(once, [](void* ctx) { (*static_cast<task*>(ctx))(); },
-                   const_cast<void*>(static_cast<void const*>(std::addressof(f))));
+  call_once_erased(once, &call_erased<std::remove_reference_t<F>>, erased_context(f));
 }
 
 }  // namespace tessera::detail

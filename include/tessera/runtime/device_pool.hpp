@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/detail/erased_call.hpp"
 #include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
@@ -211,9 +212,7 @@ class device_pool {
   void run(std::span<int const> devices, F&& f) {
     // Only this thunk depends on the task's type: the dispatch itself is compiled once, not
     // once per lambda (a program makes hundreds of them; issue 14).
-    using task = std::remove_reference_t<F>;
-    run_task(devices, [](void* ctx, int d) { (*static_cast<task*>(ctx))(d); },
-             const_cast<void*>(static_cast<void const*>(std::addressof(f))));
+    run_task(devices, &call_erased<std::remove_reference_t<F>, int>, erased_context(f));
   }
 
   /// run's body: `fn(ctx, device)` on each listed device's own thread, and wait.
@@ -222,9 +221,7 @@ class device_pool {
   /// Runs f(device) on every device of this process.
   template <class F>
   void run_all(F&& f) {
-    using task = std::remove_reference_t<F>;
-    run_all_task([](void* ctx, int d) { (*static_cast<task*>(ctx))(d); },
-                 const_cast<void*>(static_cast<void const*>(std::addressof(f))));
+    run_all_task(&call_erased<std::remove_reference_t<F>, int>, erased_context(f));
   }
 
   /// run_all's body: `fn(ctx, device)` on every device of this process.
