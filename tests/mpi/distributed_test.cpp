@@ -8,6 +8,7 @@
 //   distributed_test tessera-init tessera initialises MPI and finalises it
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -327,6 +328,65 @@ void check_reshard_across(tessera::distributed::runtime& rt) {
   }
 }
 
+/// Sums over processes large enough to be split (tessera/array/sum_partials.hpp: each process
+/// sums a chunk of the block, then the chunks are gathered), on a mesh whose rows of summing
+/// devices hold one or several devices of each process, against sums each process computes.
+/// The values are small integers, so every order of summing gives the same floats.
+void check_large_sums(tessera::distributed::runtime& rt) {
+  int const me = rt.process_index(), n = rt.process_count();
+  auto const k = static_cast<std::size_t>(rt.local_device_count());
+  auto const np = static_cast<std::size_t>(n), d = np * k;
+  std::size_t const cols = 70001;  // 280 KiB of floats per block, chunks of unequal length
+  auto v = [](std::size_t i, std::size_t j) { return static_cast<float>((i * 7 + j * 3) % 17); };
+  auto local_rows = [&](std::size_t rows_here, std::size_t first_row, std::size_t width) {
+    xt::xtensor<float, 2> l = xt::zeros<float>({rows_here, width});
+    for (std::size_t i = 0; i < rows_here; ++i)
+      for (std::size_t j = 0; j < width; ++j) l(i, j) = v(first_row + i, j);
+    return l;
+  };
+  auto column_sum = [&](std::size_t rows, std::size_t j) {
+    float s = 0;
+    for (std::size_t i = 0; i < rows; ++i) s += v(i, j);
+    return s;
+  };
+  {  // One row of every device (k per process): sum and max over all of them, replicated.
+    auto mesh = tessera::make_mesh<"data">({static_cast<int>(d)});
+    auto x = tessera::make_array_from_process_local_data(tessera::named_sharding(mesh, tessera::P<"data", tessera::none>{}),
+                                                         local_rows(k, static_cast<std::size_t>(me) * k, cols), {d, cols});
+    auto s = tessera::eval(tessera::sum<0>(x));
+    auto mx = tessera::eval(tessera::max<0>(x));
+    EXPECT(s.addressable_shards().size() == k);
+    for (auto const& sh : s.addressable_shards())
+      for (std::size_t j = 0; j < cols; ++j) EXPECT(sh.data(j) == column_sum(d, j));
+    for (auto const& sh : mx.addressable_shards())
+      for (std::size_t j = 0; j < cols; ++j) {
+        float want = 0;
+        for (std::size_t i = 0; i < d; ++i) want = std::max(want, v(i, j));
+        EXPECT(sh.data(j) == want);
+      }
+  }
+  {  // A (processes, k) mesh: rows sharded over "data" only, so each "model" column of the mesh
+     // sums apart (one device of each process); then blocks over "model" too (chunks of a block
+     // that does not start at 0).
+    auto mesh2 = tessera::make_mesh<"data", "model">({n, static_cast<int>(k)});
+    auto x = tessera::make_array_from_process_local_data(
+        tessera::named_sharding(mesh2, tessera::P<"data", tessera::none>{}), local_rows(2, 2 * static_cast<std::size_t>(me), cols),
+        {2 * np, cols});
+    auto s = tessera::eval(tessera::sum<0>(x));
+    for (auto const& sh : s.addressable_shards())
+      for (std::size_t j = 0; j < cols; ++j) EXPECT(sh.data(j) == column_sum(2 * np, j));
+    std::size_t const wide = k * cols;
+    auto y = tessera::make_array_from_process_local_data(
+        tessera::named_sharding(mesh2, tessera::P<"data", "model">{}), local_rows(2, 2 * static_cast<std::size_t>(me), wide),
+        {2 * np, wide});
+    auto sy = tessera::eval(tessera::sum<0>(y));
+    for (auto const& sh : sy.addressable_shards()) {
+      EXPECT(sh.data.shape()[0] == cols);
+      for (std::size_t j = 0; j < cols; ++j) EXPECT(sh.data(j) == column_sum(2 * np, sh.index[0].start + j));
+    }
+  }
+}
+
 /// A training step's gradient (issue 17) on data sharded over every process's devices: the
 /// gradient of the replicated weights is summed over the processes, and equals the host's.
 void check_grad_across(tessera::distributed::runtime& rt) {
@@ -384,6 +444,7 @@ void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_
   check_gathers(rt);
   check_global(rt);
   check_reshard_across(rt);
+  check_large_sums(rt);
   check_grad_across(rt);
 }
 

@@ -59,6 +59,18 @@ struct partial_sum {
   std::vector<piece> pieces;     // after the exchange: the regions this process received
   kept_rows kept;
 
+  /// An all-reduce between processes, as a reduce-scatter and an all-gather (see split()): one
+  /// row of devices that sum together, all with the same block.
+  struct split_row {
+    std::vector<std::size_t> qs;     // its positions, in order
+    std::vector<int> procs;          // their processes, sorted, distinct; chunk i is procs[i]'s
+    std::size_t count = 0;           // elements of the block
+    std::size_t lo = 0, hi = 0;      // this process's chunk, if it is in procs
+    std::vector<std::size_t> staged; // by index in qs: where its part of our chunk was received
+    std::size_t chunk_lo(std::size_t i) const { return count * i / procs.size(); }
+  };
+  std::vector<split_row> split_rows;  // by row; empty unless split
+
   partial_sum(device_pool& pool_, shape_t<N> const& shape_, block_layout<N> from_, block_layout<N> to_,
               std::vector<std::size_t> row_, std::vector<T const*> data_, dim_spec const& unreduced, reduce_op op_)
       : pool(pool_), shape(shape_), from(std::move(from_)), to(std::move(to_)), row(std::move(row_)),
@@ -68,6 +80,7 @@ struct partial_sum {
     if (!pool.spans_processes(std::span<int const>(ids))) return;
     int const me = pool.process_of(pool.first_id());
     kept.rows = pool.take_exchange_rows();
+    if (split(me, unreduced)) return;
     std::size_t staged_bytes = 0;
     for (std::size_t t = 0; t < to.ids.size(); ++t) {
       int const receiver = pool.process_of(to.ids[t]);
@@ -115,54 +128,225 @@ struct partial_sum {
             {pc.receiver, false, region_to_send(data[pc.q], from.blocks[pc.q], pc.region, packed.data() + pack_at[i]), bytes});
       if (pc.receiver == me) messages.push_back({pc.sender, true, staged.data() + pc.offset, bytes});
     }
-    // The signature and its description only where they are compared (checked mode).
+    exchange(messages, unreduced, 2);
+    std::erase_if(pieces, [&](piece const& pc) { return pc.receiver != me; });
+  }
+
+  /// The exchange of `messages` (`kind`: 2 one round, 3 and 4 the two of a split sum); the
+  /// signature and its description only where they are compared (checked mode).
+  void exchange(std::vector<device_pool::exchange_message> const& messages, dim_spec const& unreduced,
+                std::uint64_t kind) const {
     bool const checked = pool.checked_collectives.load();
     std::uint64_t sig = 0;
     if (checked) {
-      sig = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, std::uint64_t{2}), sizeof(T)), N);
+      sig = fnv1a_value(fnv1a_value(fnv1a_value(14695981039346656037ull, kind), sizeof(T)), N);
       sig = fnv1a_value(sig, static_cast<int>(op));
       for (auto d : shape) sig = fnv1a_value(sig, d);
       for (std::size_t i = 0; i < unreduced.count(); ++i) {
         auto const name = unreduced.axis(i).view();
         sig = fnv1a(name.data(), name.size(), sig);
       }
-      for (int d : ids) sig = fnv1a_value(sig, d);
+      for (int d : from.ids) sig = fnv1a_value(sig, d);
       for (int d : to.ids) sig = fnv1a_value(sig, d);
     }
     pool.exchange_in_place(messages, sig,
                            checked ? "a sum of partial results of shape " + shape_string(shape)
                                    : std::string("a sum of partial results between processes"));
-    std::erase_if(pieces, [&](piece const& pc) { return pc.receiver != me; });
+  }
+
+  /// Where every row's devices hold the same block in the partial and in the result (an
+  /// all-reduce: the result replicated over the summed axes) and the block is large, the
+  /// processes of a row split it in chunks, one each: each receives the others' parts of its
+  /// chunk and sums it (a reduce-scatter), then sends the sum to the others (an all-gather,
+  /// finish()), as MPI's large all-reduces do. Per process that moves 2(k-1)/k blocks instead of
+  /// k-1 and sums a k-th of the block. Each element is still summed in device order, by one
+  /// process. False (nothing done) where the layout is not so; every process decides alike.
+  bool split(int me, dim_spec const& unreduced) {
+    constexpr std::size_t min_bytes = std::size_t{256} << 10;  // below it, one round is faster
+    std::size_t const n = from.ids.size();
+    if (to.ids != from.ids) return false;
+    std::size_t rows = 0;
+    for (std::size_t q = 0; q < n; ++q) rows = std::max(rows, row[q] + 1);
+    std::vector<split_row> sr(rows);
+    std::vector<std::array<slice, N> const*> block_of(rows, nullptr);
+    bool any = false;
+    for (std::size_t q = 0; q < n; ++q) {
+      auto& r = sr[row[q]];
+      if (!(from.blocks[q] == to.blocks[q])) return false;
+      if (block_of[row[q]] == nullptr) block_of[row[q]] = &from.blocks[q];
+      else if (!(*block_of[row[q]] == from.blocks[q])) return false;
+      r.qs.push_back(q);
+      int const p = pool.process_of(from.ids[q]);
+      if (std::find(r.procs.begin(), r.procs.end(), p) == r.procs.end()) r.procs.push_back(p);
+    }
+    for (std::size_t i = 0; i < rows; ++i) {
+      auto& r = sr[i];
+      if (block_of[i] == nullptr) continue;
+      r.count = element_count(block_shape(*block_of[i]));
+      if (r.procs.size() < 2) continue;
+      if (r.count * sizeof(T) < min_bytes) return false;
+      std::sort(r.procs.begin(), r.procs.end());
+      any = true;
+    }
+    if (!any) return false;
+    if (!pool.exchange_in_place)
+      throw std::logic_error("tessera: a sum of partial results between processes needs tessera::distributed::runtime");
+    // The reduce-scatter: each position's part of every other process's chunk, sent from its
+    // partial block (contiguous: the block is the row's) into the chunk owner's staging row.
+    std::vector<device_pool::exchange_message> messages;
+    std::size_t staged_bytes = 0;
+    for (auto& r : sr) {
+      if (r.procs.size() < 2) continue;
+      r.staged.assign(r.qs.size(), 0);
+      for (std::size_t i = 0; i < r.procs.size(); ++i) {
+        std::size_t const lo = r.chunk_lo(i), hi = r.chunk_lo(i + 1);
+        if (r.procs[i] == me) {
+          r.lo = lo;
+          r.hi = hi;
+        }
+        for (std::size_t j = 0; j < r.qs.size(); ++j) {
+          int const sender = pool.process_of(from.ids[r.qs[j]]);
+          if (sender == r.procs[i]) continue;
+          if (r.procs[i] == me) {
+            r.staged[j] = staged_bytes;
+            staged_bytes += (hi - lo) * sizeof(T);
+          }
+        }
+      }
+    }
+    byte_row& staged = kept.rows->staged;
+    staged.resize(staged_bytes);
+    for (auto& r : sr) {
+      if (r.procs.size() < 2) continue;
+      for (std::size_t i = 0; i < r.procs.size(); ++i) {
+        std::size_t const lo = r.chunk_lo(i), bytes = (r.chunk_lo(i + 1) - lo) * sizeof(T);
+        for (std::size_t j = 0; j < r.qs.size(); ++j) {
+          int const sender = pool.process_of(from.ids[r.qs[j]]);
+          if (sender == r.procs[i]) continue;
+          if (sender == me)
+            messages.push_back({r.procs[i], false,
+                                reinterpret_cast<std::byte*>(const_cast<T*>(data[r.qs[j]] + lo)), bytes});
+          if (r.procs[i] == me) messages.push_back({sender, true, staged.data() + r.staged[j], bytes});
+        }
+      }
+    }
+    exchange(messages, unreduced, 3);
+    split_rows = std::move(sr);
+    return true;
+  }
+
+  /// After every device filled its block (`dst_data[t]`, this process's): the all-gather of a
+  /// split sum, each chunk sent by its owner from its first device's block of the row into
+  /// the other processes' first device's, then copied to their other devices of the row.
+  void finish(std::vector<T*> const& dst_data, dim_spec const& unreduced) const {
+    if (split_rows.empty()) return;
+    int const me = pool.process_of(pool.first_id());
+    auto first_local = [&](split_row const& r) -> std::size_t {
+      for (std::size_t q : r.qs)
+        if (pool.is_local(to.ids[q])) return q;
+      return static_cast<std::size_t>(-1);
+    };
+    std::vector<device_pool::exchange_message> messages;
+    for (auto const& r : split_rows) {
+      if (r.procs.size() < 2) continue;
+      std::size_t const mine = first_local(r);
+      bool const in_row = mine != static_cast<std::size_t>(-1);
+      for (std::size_t i = 0; i < r.procs.size(); ++i) {
+        std::size_t const lo = r.chunk_lo(i), bytes = (r.chunk_lo(i + 1) - lo) * sizeof(T);
+        for (int p : r.procs) {
+          if (p == r.procs[i]) continue;
+          if (r.procs[i] == me && in_row)
+            messages.push_back({p, false, reinterpret_cast<std::byte*>(dst_data[mine] + lo), bytes});
+          if (p == me && in_row) messages.push_back({r.procs[i], true, reinterpret_cast<std::byte*>(dst_data[mine] + lo), bytes});
+        }
+      }
+    }
+    exchange(messages, unreduced, 4);
+    // This process's other devices of a row: the chunks received (each computed its own).
+    for (auto const& r : split_rows) {
+      if (r.procs.size() < 2) continue;
+      std::size_t const mine = first_local(r);
+      if (mine == static_cast<std::size_t>(-1)) continue;
+      for (std::size_t q : r.qs) {
+        if (q == mine || !pool.is_local(to.ids[q])) continue;
+        for (std::size_t i = 0; i < r.procs.size(); ++i) {
+          if (r.procs[i] == me) continue;
+          std::size_t const lo = r.chunk_lo(i), hi = r.chunk_lo(i + 1);
+          std::copy(dst_data[mine] + lo, dst_data[mine] + hi, dst_data[q] + lo);
+        }
+      }
+    }
   }
 
   /// Target position pos's block (`tb`, at `out`): its contributions combined.
   void fill(std::size_t pos, std::array<slice, N> const& tb, T* out) const {
     // Every device combines its contributions in the same order (device position), so every
     // copy of a replicated element has the same bits, as the runtime's all-reduce guarantees.
+    if (!split_rows.empty() && split_rows[row[pos]].procs.size() >= 2) return fill_chunk(split_rows[row[pos]], out);
+    std::size_t const count = element_count(block_shape(tb));
+    std::size_t q = 0;
+    std::array<slice, N> region{}, sb{};
+    T const* src = nullptr;
     bool started = false;
-    std::array<slice, N> region{};
-    for (std::size_t q = 0; q < from.ids.size(); ++q) {
+    while (next(pos, tb, q, region, sb, src)) {
+      if (!started && region == tb) {
+        std::array<slice, N> region2{}, sb2{};
+        T const* src2 = nullptr;
+        std::size_t q2 = q;
+        if (sb == tb && next(pos, tb, q2, region2, sb2, src2) && region2 == tb && sb2 == tb) {
+          // The first two cover the block and are contiguous: combined in one pass.
+          combine_into(op, out, src, src2, count);
+          q = q2;
+        } else {
+          copy_region(src, sb, out, tb, tb);
+        }
+      } else {
+        if (!started) std::fill(out, out + count, identity_of<T>(op));
+        visit_region(src, sb, out, tb, region, [this](T const* s, T* d, std::size_t len) { combine_into(op, d, s, len); });
+      }
+      started = true;
+    }
+    if (!started) std::fill(out, out + count, identity_of<T>(op));
+  }
+
+ private:
+  /// A split sum's block: this process's chunk of it summed (finish() brings the others').
+  void fill_chunk(split_row const& r, T* out) const {
+    std::size_t const len = r.hi - r.lo;
+    auto part = [&](std::size_t j) {
+      std::size_t const q = r.qs[j];
+      return pool.is_local(from.ids[q]) ? data[q] + r.lo
+                                         : reinterpret_cast<T const*>(kept.rows->staged.data() + r.staged[j]);
+    };
+    if (r.qs.size() == 1) {
+      std::copy(part(0), part(0) + len, out + r.lo);
+      return;
+    }
+    combine_into(op, out + r.lo, part(0), part(1), len);
+    for (std::size_t j = 2; j < r.qs.size(); ++j) combine_into(op, out + r.lo, part(j), len);
+  }
+
+  /// The next contribution to target position pos's block from position q on: its region, the
+  /// block its data is laid out in (`sb`) and the data; q moves past it. False when none is left.
+  bool next(std::size_t pos, std::array<slice, N> const& tb, std::size_t& q, std::array<slice, N>& region,
+            std::array<slice, N>& sb, T const*& src) const {
+    for (; q < from.ids.size(); ++q) {
       if (row[q] != row[pos]) continue;
-      auto sb = from.blocks[q];
+      sb = from.blocks[q];
       if (!intersect(sb, tb, region)) continue;
-      T const* src = nullptr;
       if (pool.is_local(from.ids[q])) {
         src = data[q];
       } else {  // received: the region alone, row-major
+        src = nullptr;
         for (auto const& pc : pieces)
           if (pc.q == q && pc.region == region) src = reinterpret_cast<T const*>(kept.rows->staged.data() + pc.offset);
         if (src == nullptr) throw std::logic_error("tessera: internal: a partial block's region was not received");
         sb = region;
       }
-      if (!started && region == tb) {
-        copy_region(src, sb, out, tb, tb);
-      } else {
-        if (!started) std::fill(out, out + element_count(block_shape(tb)), identity_of<T>(op));
-        visit_region(src, sb, out, tb, region, [this](T const* s, T* d, std::size_t len) { combine_into(op, d, s, len); });
-      }
-      started = true;
+      ++q;
+      return true;
     }
-    if (!started) std::fill(out, out + element_count(block_shape(tb)), identity_of<T>(op));
+    return false;
   }
 };
 
@@ -199,8 +383,16 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
   }
   partial_sum<T, N> const sum(*p.pool(), shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
                               local_block_data(p), unreduced, op);
-  return build_array<T, N, S2>(to, shape, "sum of partial results",
-                               [&sum](std::size_t pos, std::array<slice, N> const& tb, T* out) { sum.fill(pos, tb, out); });
+  auto out = build_array<T, N, S2>(to, shape, "sum of partial results",
+                                   [&sum](std::size_t pos, std::array<slice, N> const& tb, T* out) { sum.fill(pos, tb, out); });
+  if (!sum.split_rows.empty()) {
+    // out is new and this process's alone: its blocks are written here, once.
+    std::vector<T*> dst_data(to.device_ids().size(), nullptr);
+    for (std::size_t q = 0; q < dst_data.size(); ++q)
+      if (out.pool()->is_local(to.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
+    sum.finish(dst_data, unreduced);
+  }
+  return out;
 }
 
 }  // namespace tessera::detail

@@ -59,25 +59,39 @@ inline std::string describe_reduction(op_signature const& s) {
   return "the all-reduce of a reduction over " + std::to_string(s.count) + " elements per device";
 }
 
-/// row[k] op= the cursor's values on xsimd batches; returns the elements done (flattened, the
-/// cursor a local: see fill_row_simd).
+/// row[k] op= the cursor's values on xsimd batches, or row[k] = identity op the values where
+/// `first` (the row not written yet: no fill pass, and no read of it); returns the elements
+/// done (flattened, the cursor a local: see fill_row_simd).
 template <class Op, class V, class Cursor>
-[[gnu::flatten]] std::size_t combine_row_simd(Cursor const& cur_in, V* row, std::size_t inner) {
+[[gnu::flatten]] std::size_t combine_row_simd(Cursor const& cur_in, V* row, std::size_t inner, bool first) {
   Cursor const cur = cur_in;
   using B = xsimd::batch<V>;
   std::size_t k = 0;
-  for (; k + B::size <= inner; k += B::size)
-    Op::combine(B::load_unaligned(row + k), cur.template load<B>(k)).store_unaligned(row + k);
+  if (first) {
+    B const id(Op::template identity<V>());
+    for (; k + B::size <= inner; k += B::size) Op::combine(id, cur.template load<B>(k)).store_unaligned(row + k);
+  } else {
+    for (; k + B::size <= inner; k += B::size)
+      Op::combine(B::load_unaligned(row + k), cur.template load<B>(k)).store_unaligned(row + k);
+  }
   return k;
 }
 
-/// out (shape `out_local`, already the identity) op= the cursor's values over the block `local`,
-/// dimension d of which is reduced when reduced[d].
+/// out (strides `out_strides`, by input dimension) = the cursor's values over the block `local`
+/// combined by Op over each dimension d with reduced[d], starting from Op's identity. out need
+/// not be initialised: an output row is first written by the input row whose reduced indices
+/// are all 0, as identity op value (the same bits as a fill with the identity, then a combine).
 template <class Op, class V, std::size_t Q, class Cursor>
 void reduce_block(Cursor& cur, V* out, shape_t<Q> const& local, std::array<bool, Q> const& reduced,
                   std::array<std::size_t, Q> const& out_strides) {
   std::size_t const count = element_count(local);
-  if (count == 0) return;
+  if (count == 0) {  // an empty reduced dimension: the identity everywhere
+    std::size_t out_count = 1;
+    for (std::size_t d = 0; d < Q; ++d)
+      if (!reduced[d]) out_count *= local[d];
+    std::fill(out, out + out_count, Op::template identity<V>());
+    return;
+  }
   std::size_t const inner = local[Q - 1];
   std::size_t const rows = count / inner;
   constexpr bool can_simd = Cursor::template simd_ok<V> && simd::vectorised<V>;
@@ -86,10 +100,14 @@ void reduce_block(Cursor& cur, V* out, shape_t<Q> const& local, std::array<bool,
   for (std::size_t r = 0; r < rows; ++r) {
     cur.set_row(idx);
     std::size_t o = 0;
-    for (std::size_t d = 0; d + 1 < Q; ++d) o += idx[d] * out_strides[d];
+    bool first = true;
+    for (std::size_t d = 0; d + 1 < Q; ++d) {
+      o += idx[d] * out_strides[d];
+      first = first && !(reduced[d] && idx[d] != 0);
+    }
     std::size_t k = 0;
     if (reduced[Q - 1]) {
-      V acc = out[o];
+      V acc = first ? Op::template identity<V>() : out[o];
       if constexpr (can_simd) {
         using B = xsimd::batch<V>;
         if (vec && inner >= 2 * B::size) {
@@ -105,9 +123,13 @@ void reduce_block(Cursor& cur, V* out, shape_t<Q> const& local, std::array<bool,
     } else {
       V* row = out + o;
       if constexpr (can_simd) {
-        if (vec) k = combine_row_simd<Op, V>(cur, row, inner);
+        if (vec) k = combine_row_simd<Op, V>(cur, row, inner, first);
       }
-      for (; k < inner; ++k) row[k] = Op::combine(row[k], static_cast<V>(cur.at(k)));
+      if (first) {
+        for (; k < inner; ++k) row[k] = Op::combine(Op::template identity<V>(), static_cast<V>(cur.at(k)));
+      } else {
+        for (; k < inner; ++k) row[k] = Op::combine(row[k], static_cast<V>(cur.at(k)));
+      }
     }
     for (std::size_t d = Q - 1; d-- > 0;) {
       if (++idx[d] < local[d]) break;
@@ -279,7 +301,6 @@ class reduction : public expression_tag {
             if (!reduced[dd] && N != 0) out_count *= local[dd];
           auto& mem = pool->memory(d);
           device_buffer<V> partial(out_count, device_buffer<V>::uninitialized, &mem);
-          std::fill(partial.data(), partial.data() + out_count, Op::template identity<V>());
           auto cur = detail::cursor_of<Q>(a_, pos, rb, detail::eval_shape<Q>(in_shape));
           detail::reduce_block<Op, V, Q>(cur, partial.data(), local, reduced, ostr);
           device_buffer<V> out;

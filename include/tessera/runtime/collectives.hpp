@@ -37,23 +37,28 @@ T identity_of(reduce_op op) {
   else return op == reduce_op::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
 }
 
-/// out[i] = out[i] op src[i] for i < n.
+/// out[i] = a[i] op b[i] for i < n (out may be a).
 template <class T>
-void combine_into(reduce_op op, T* out, T const* src, std::size_t n) {
+void combine_into(reduce_op op, T* out, T const* a, T const* b, std::size_t n) {
   if constexpr (std::is_same_v<T, bool>) {
     if (op == reduce_op::min || op == reduce_op::prod)
-      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] && src[i];
+      for (std::size_t i = 0; i < n; ++i) out[i] = a[i] && b[i];
     else
-      for (std::size_t i = 0; i < n; ++i) out[i] = out[i] || src[i];
+      for (std::size_t i = 0; i < n; ++i) out[i] = a[i] || b[i];
   } else if (op == reduce_op::sum) {
-    simd::add_into(out, src, n);
+    simd::add_into(out, a, b, n);
   } else if (op == reduce_op::prod) {
-    simd::mul_into(out, src, n);
+    simd::mul_into(out, a, b, n);
   } else if (op == reduce_op::max) {
-    simd::max_into(out, src, n);
+    simd::max_into(out, a, b, n);
   } else {
-    simd::min_into(out, src, n);
+    simd::min_into(out, a, b, n);
   }
+}
+/// out[i] = out[i] op src[i].
+template <class T>
+void combine_into(reduce_op op, T* out, T const* src, std::size_t n) {
+  combine_into(op, out, out, src, n);
 }
 
 /// dst[0, n) = the members' `in` at [offset, offset + n), combined in rank order, so every
@@ -61,8 +66,13 @@ void combine_into(reduce_op op, T* out, T const* src, std::size_t n) {
 template <class T, class In>
 void reduce_inputs(In const& in_of, std::size_t k, reduce_op op, T* dst, std::size_t offset, std::size_t n) {
   T const* first = in_of(0) + offset;
-  std::copy(first, first + n, dst);
-  for (std::size_t j = 1; j < k; ++j) combine_into(op, dst, in_of(j) + offset, n);
+  if (k == 1) {
+    std::copy(first, first + n, dst);
+    return;
+  }
+  // The first two in one pass (rather than a copy, then a combine: one pass over dst fewer).
+  combine_into(op, dst, first, in_of(1) + offset, n);
+  for (std::size_t j = 2; j < k; ++j) combine_into(op, dst, in_of(j) + offset, n);
 }
 template <class T>
 void reduce_members(team const& t, group const& g, reduce_op op, T* dst, std::size_t offset, std::size_t n) {

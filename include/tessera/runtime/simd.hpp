@@ -77,49 +77,46 @@ inline constexpr bool vectorised =
     std::is_same_v<T, unsigned> || std::is_same_v<T, long> || std::is_same_v<T, unsigned long> ||
     std::is_same_v<T, long long> || std::is_same_v<T, unsigned long long>;
 
-/// out[i] = f(out[i], src[i]) for i < n; `f` takes and returns either scalars or batches.
+/// out[i] = f(a[i], b[i]) for i < n (out may be a: combine in place); `f` takes and returns
+/// either scalars or batches.
 template <class T, class F>
-void combine_into(T* out, T const* src, std::size_t n, F f) {
+void combine_into(T* out, T const* a, T const* b, std::size_t n, F f) {
   std::size_t i = 0;
   if constexpr (vectorised<T>) {
     using batch = xsimd::batch<T>;
     constexpr std::size_t width = batch::size;
-    for (; i + width <= n; i += width) {
-      batch const a = batch::load_unaligned(out + i);
-      batch const b = batch::load_unaligned(src + i);
-      f(a, b).store_unaligned(out + i);
-    }
+    for (; i + width <= n; i += width) f(batch::load_unaligned(a + i), batch::load_unaligned(b + i)).store_unaligned(out + i);
   }
-  for (; i < n; ++i) out[i] = f(out[i], src[i]);
+  for (; i < n; ++i) out[i] = f(a[i], b[i]);
 }
 
-/// out[i] += src[i] (integers wrap around, as psum's do in JAX).
+/// out[i] = a[i] + b[i] (integers wrap around, as psum's do in JAX).
 template <class T>
-void add_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) { return detail::wrapping_add(a, b); });
+void add_into(T* out, T const* a, T const* b, std::size_t n) {
+  combine_into(out, a, b, n, [](auto x, auto y) { return detail::wrapping_add(x, y); });
 }
 
-/// out[i] *= src[i] (integers wrap around).
+/// out[i] = a[i] * b[i] (integers wrap around).
 template <class T>
-void mul_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) { return detail::wrapping_mul(a, b); });
+void mul_into(T* out, T const* a, T const* b, std::size_t n) {
+  combine_into(out, a, b, n, [](auto x, auto y) { return detail::wrapping_mul(x, y); });
 }
 
-/// out[i] = max(out[i], src[i]); a NaN on either side gives NaN, as XLA's max does.
+/// out[i] = max(a[i], b[i]); a NaN on either side gives NaN, as XLA's max does.
 template <class T>
-void max_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return (b > a || b != b) ? b : a;
-    else return xsimd::select((b > a) | (b != b), b, a);
+void max_into(T* out, T const* a, T const* b, std::size_t n) {
+  combine_into(out, a, b, n, [](auto x, auto y) {
+    if constexpr (std::is_arithmetic_v<decltype(x)>) return (y > x || y != y) ? y : x;
+    else return xsimd::select((y > x) | (y != y), y, x);
   });
 }
 
-/// out[i] = min(out[i], src[i]); a NaN on either side gives NaN.
+/// out[i] = min(a[i], b[i]); a NaN on either side gives NaN.
 template <class T>
-void min_into(T* out, T const* src, std::size_t n) {
-  combine_into(out, src, n, [](auto a, auto b) {
-    if constexpr (std::is_arithmetic_v<decltype(a)>) return (b < a || b != b) ? b : a;
-    else return xsimd::select((b < a) | (b != b), b, a);
+void min_into(T* out, T const* a, T const* b, std::size_t n) {
+  combine_into(out, a, b, n, [](auto x, auto y) {
+    if constexpr (std::is_arithmetic_v<decltype(x)>) return (y < x || y != y) ? y : x;
+    else return xsimd::select((y < x) | (y != y), y, x);
   });
 }
 
