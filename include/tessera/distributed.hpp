@@ -234,7 +234,7 @@ class runtime {
                         "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, but MPI was initialised with ") +
             detail::thread_level_name(env_.thread_level()) + " (call MPI_Init_thread asking for MPI_THREAD_SERIALIZED, or let tessera initialise MPI)";
       local_.pool().abort_processes = [this](std::string const& message) {
-        std::fprintf(stderr, "tessera: process %d of %d ends the job (MPI_Abort): a shard_map across processes failed: %s\n",
+        std::fprintf(stderr, "tessera: process %d of %d ends the job (MPI_Abort): %s\n",
                      env_.rank(), env_.size(), message.c_str());
         std::fflush(stderr);
         detail::mpi_abort_requested.store(true);

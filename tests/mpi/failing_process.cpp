@@ -10,7 +10,14 @@
 //                           exchange to meet): process 1's runtime calls MPI_Abort, naming it
 //   failing_process single  the same with one device per process, whose tasks run on the main
 //                           thread and whose collectives are MPI's blocking calls
+//   failing_process memory  process 1 runs out of memory (its address space capped) in a sum
+//                           over the processes, whose exchange the others are waiting in; the
+//                           program catches the exception and waits in a barrier: process 1's
+//                           runtime must have ended the job, naming the failure
+#include <sys/resource.h>
+
 #include <chrono>
+#include <fstream>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +35,34 @@ int body(int argc, char** argv) {
   bool const single = argc > 1 && std::strcmp(argv[1], "single") == 0;
   int const k = single ? 1 : 2;  // devices per process
   tessera::distributed::runtime rt{argc, argv, k};
+  if (argc > 1 && std::strcmp(argv[1], "memory") == 0) {
+    auto const mesh = tessera::make_mesh<"d">({rt.device_count()});
+    std::size_t const cols = std::size_t{1} << 22;  // 16 MiB of floats per device
+    auto const x = tessera::make_array_from_process_local_data(
+        tessera::named_sharding(mesh, tessera::P<"d", tessera::none>{}),
+        xt::xtensor<float, 2>(xt::ones<float>({static_cast<std::size_t>(k), cols})),
+        {static_cast<std::size_t>(rt.device_count()), cols});
+    if (rt.process_index() == 1) {
+      // Cap this process's address space a little above what it maps now: the sum's 16 MiB
+      // blocks cannot be allocated.
+      std::ifstream statm("/proc/self/statm");
+      unsigned long pages = 0;
+      statm >> pages;
+      rlimit lim{};
+      getrlimit(RLIMIT_AS, &lim);
+      lim.rlim_cur = pages * 4096ul + (std::size_t{4} << 20);
+      setrlimit(RLIMIT_AS, &lim);
+    }
+    try {
+      auto s = tessera::eval(tessera::sum<0>(x));  // the others wait in its exchange for process 1
+      (void)s;
+    } catch (std::exception const& e) {
+      std::printf("process %d caught: %s\n", rt.process_index(), e.what());
+    }
+    MPI_Barrier(rt.communicator());  // where process 1 would go on, were the job not ended
+    std::printf("process %d: passed the barrier, which it cannot while the others wait in the sum\n", rt.process_index());
+    return 0;
+  }
   if (argc > 1 && (single || std::strcmp(argv[1], "device") == 0)) {
     rt.set_checked_collectives(false);
     auto const mesh = tessera::make_mesh<"d">({rt.device_count()});

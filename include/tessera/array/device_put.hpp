@@ -311,18 +311,23 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   if (detail::counting() || detail::tracing()) events = detail::reshard_events<T, N>(shape, x.sharding(), dim_spec{}, s);
   detail::record_collectives(events);
   detail::trace_as const label = detail::trace_collectives(events, "reshard");
-  detail::reshard_copies<T, N> const plan(*x.pool(), shape, detail::layout_of(x.sharding(), shape),
-                                        detail::local_block_data(x), detail::layout_of(s, shape));
-  auto out = detail::build_array<T, N, S2>(s, shape, "device_put", [&plan](std::size_t pos, std::array<slice, N> const& block,
-                                                                        T* o) { plan.fill(pos, block, o); });
-  if (plan.moved && !plan.moved->pieces.empty()) {
-    std::vector<T*> dst_data(s.device_ids().size(), nullptr);
-    // out is new and this process's alone: its blocks are written here, once.
-    for (std::size_t q = 0; q < dst_data.size(); ++q)
-      if (out.pool()->is_local(s.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
-    plan.exchange(dst_data);
-  }
-  return out;
+  detail::device_pool& pool = *x.pool();
+  bool const across = pool.spans_processes(std::span<int const>(x.sharding().device_ids())) ||
+                      pool.spans_processes(std::span<int const>(s.device_ids()));
+  return detail::ending_job_on_failure(pool, across, "device_put", [&] {
+    detail::reshard_copies<T, N> const plan(pool, shape, detail::layout_of(x.sharding(), shape),
+                                            detail::local_block_data(x), detail::layout_of(s, shape));
+    auto out = detail::build_array<T, N, S2>(s, shape, "device_put", [&plan](std::size_t pos, std::array<slice, N> const& block,
+                                                                          T* o) { plan.fill(pos, block, o); });
+    if (plan.moved && !plan.moved->pieces.empty()) {
+      std::vector<T*> dst_data(s.device_ids().size(), nullptr);
+      // out is new and this process's alone: its blocks are written here, once.
+      for (std::size_t q = 0; q < dst_data.size(); ++q)
+        if (out.pool()->is_local(s.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
+      plan.exchange(dst_data);
+    }
+    return out;
+  });
 }
 
 }  // namespace tessera

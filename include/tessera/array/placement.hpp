@@ -17,6 +17,7 @@
 #include "tessera/detail/erased_call.hpp"
 #include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/runtime.hpp"
+#include "tessera/runtime/team.hpp"
 #include "tessera/runtime/trace.hpp"
 
 namespace tessera::detail {
@@ -30,6 +31,9 @@ std::uint64_t runtime_id_of(S const& s) {
 
 /// The pool of the runtime numbered `id` (0: the current one) and device ids `ids`.
 TESSERA_LINKAGE std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where);
+/// Ends the job (the distributed runtime's MPI_Abort), naming `where` and `error`: this process
+/// failed where the other processes wait for it in an exchange. Nothing without that runtime.
+TESSERA_LINKAGE void end_job_before_exchange(device_pool& pool, char const* where, char const* error);
 
 /// The pool a sharding's devices belong to (its mesh's runtime, else the current one),
 /// checked to hold every device the sharding names.
@@ -113,8 +117,29 @@ array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* wher
       erased_context(fill));
 }
 
+/// body(), for an operation whose processes exchange blocks (`across`): a failure on one process
+/// only (a device's allocation, an MPI error) would leave the others waiting in an exchange, so
+/// it ends the job instead, as a failed shard_map does. A collective_mismatch is every
+/// process's, and is thrown as it is.
+template <class Body>
+auto ending_job_on_failure(device_pool& pool, bool across, char const* where, Body&& body) {
+  try {
+    return body();
+  } catch (collective_mismatch const&) {
+    throw;
+  } catch (std::exception const& e) {
+    if (across) end_job_before_exchange(pool, where, e.what());
+    throw;
+  }
+}
+
 // The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
 #if TESSERA_DEFINITIONS
+
+TESSERA_LINKAGE void end_job_before_exchange(device_pool& pool, char const* where, char const* error) {
+  if (pool.abort_processes)
+    pool.abort_processes(std::string("a ") + where + " across processes failed on this process, which the others wait for: " + error);
+}
 
 TESSERA_LINKAGE std::shared_ptr<device_pool> pool_for_devices(std::uint64_t id, std::vector<int> const& ids, char const* where) {
   auto pool = id != 0 ? pool_by_id(id) : current_pool();

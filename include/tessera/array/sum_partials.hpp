@@ -350,6 +350,16 @@ struct partial_sum {
   }
 };
 
+/// f(), which computes partial results on mesh m's devices and sums them: where m spans
+/// processes, a failure on this process (computing its partial blocks, say) ends the job, as
+/// the other processes wait for it in the sum's exchange (ending_job_on_failure).
+template <class Mesh, class F>
+void summing_partials(Mesh const& m, F&& f) {
+  auto const pool = pool_for_devices(m.runtime_id(), m.device_ids(), "sum of partial results");
+  ending_job_on_failure(*pool, pool->spans_processes(std::span<int const>(m.device_ids())), "sum of partial results",
+                        std::forward<F>(f));
+}
+
 /// The array laid out by `to` whose values are those of `p`'s blocks combined by `op` over the
 /// mesh axes `unreduced` (p's block on a device is that device's partial value of its block).
 /// Both shardings are on one mesh.
@@ -381,18 +391,22 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     for (std::size_t q = 0; q < n; ++q)
       row[q] = row[q] * static_cast<std::size_t>(m.size(a)) + static_cast<std::size_t>(m.coordinate(q, a));
   }
-  partial_sum<T, N> const sum(*p.pool(), shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
-                              local_block_data(p), unreduced, op);
-  auto out = build_array<T, N, S2>(to, shape, "sum of partial results",
-                                   [&sum](std::size_t pos, std::array<slice, N> const& tb, T* out) { sum.fill(pos, tb, out); });
-  if (!sum.split_rows.empty()) {
-    // out is new and this process's alone: its blocks are written here, once.
-    std::vector<T*> dst_data(to.device_ids().size(), nullptr);
-    for (std::size_t q = 0; q < dst_data.size(); ++q)
-      if (out.pool()->is_local(to.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
-    sum.finish(dst_data, unreduced);
-  }
-  return out;
+  device_pool& pool = *p.pool();
+  return ending_job_on_failure(pool, pool.spans_processes(std::span<int const>(from.device_ids())),
+                               "sum of partial results", [&] {
+    partial_sum<T, N> const sum(pool, shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
+                                local_block_data(p), unreduced, op);
+    auto out = build_array<T, N, S2>(to, shape, "sum of partial results",
+                                     [&sum](std::size_t pos, std::array<slice, N> const& tb, T* o) { sum.fill(pos, tb, o); });
+    if (!sum.split_rows.empty()) {
+      // out is new and this process's alone: its blocks are written here, once.
+      std::vector<T*> dst_data(to.device_ids().size(), nullptr);
+      for (std::size_t q = 0; q < dst_data.size(); ++q)
+        if (out.pool()->is_local(to.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
+      sum.finish(dst_data, unreduced);
+    }
+    return out;
+  });
 }
 
 }  // namespace tessera::detail

@@ -119,15 +119,18 @@ class contraction : public expression_tag {
     return *cache_->reduced;
   }
   void prepare() const {
-    partial();
-    detail::call_once(cache_->reduced_once, [&] {
-      if constexpr (unreduced.is_none()) {
-        cache_->reduced.emplace(*cache_->partial);
-      } else {
-        cache_->reduced.emplace(detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()),
-                                                     detail::reduce_op::sum));
-      }
-    });
+    if constexpr (unreduced.is_none()) {
+      partial();
+      detail::call_once(cache_->reduced_once, [&] { cache_->reduced.emplace(*cache_->partial); });
+    } else {
+      detail::summing_partials(mesh(), [&] {
+        partial();
+        detail::call_once(cache_->reduced_once, [&] {
+          cache_->reduced.emplace(detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()),
+                                                       detail::reduce_op::sum));
+        });
+      });
+    }
   }
   /// Every device's local product, not yet summed over `unreduced`.
   array_type const& partial() const {

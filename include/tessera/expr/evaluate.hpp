@@ -161,8 +161,10 @@ void resharded<A, Target>::prepare() const {
   detail::call_once(cache_->once, [&] {
     if constexpr (detail::is_partial<A>) {
       // Partial sums go straight to the target: a reduce-scatter where it shards their axes.
-      cache_->value.emplace(detail::sum_partials(a_.partial(), detail::operand_traits<A>::unreduced,
-                                                 sharding_type(mesh()), detail::reduce_op::sum));
+      detail::summing_partials(mesh(), [&] {
+        cache_->value.emplace(detail::sum_partials(a_.partial(), detail::operand_traits<A>::unreduced,
+                                                   sharding_type(mesh()), detail::reduce_op::sum));
+      });
     } else if constexpr (same_layout(detail::operand_traits<A>::spec, Target)) {
       cache_->value.emplace(detail::materialised(a_));
     } else {

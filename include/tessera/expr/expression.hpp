@@ -537,10 +537,12 @@ class elementwise : public expression_tag {
   auto evaluate() const { return detail::evaluate(*this); }
   void prepare() const {
     if constexpr (partial_node) {
-      partial();
-      detail::call_once(cache_->reduced_once, [&] {
-        cache_->reduced.emplace(
-            detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
+      detail::summing_partials(mesh(), [&] {
+        partial();
+        detail::call_once(cache_->reduced_once, [&] {
+          cache_->reduced.emplace(
+              detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
+        });
       });
     } else {
       std::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);

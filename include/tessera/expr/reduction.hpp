@@ -262,8 +262,11 @@ class reduction : public expression_tag {
     auto pool = detail::pool_for(s, "reduction");
     if (!red_axes.empty() && pool->spans_processes(std::span<int const>(m.device_ids()))) {
       // Across processes: each device reduces its own block, then the partial results are
-      // combined over the processes (an exchange of the regions each one needs).
-      return detail::sum_partials(compute(false), reduced_axes, s, detail::runtime_op<Op>());
+      // combined over the processes (an exchange of the regions each one needs). A failure of
+      // this process's part ends the job: the others would wait for it in the exchange.
+      return detail::ending_job_on_failure(*pool, true, "reduction", [&] {
+        return detail::sum_partials(compute(false), reduced_axes, s, detail::runtime_op<Op>());
+      });
     }
     // Values the operand reads that nothing has computed yet are computed at the start of this
     // pass (expr/evaluate.hpp's pass_prelude), the rest now.

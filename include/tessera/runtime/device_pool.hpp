@@ -149,7 +149,8 @@ class device_pool {
   /// Whether sums between processes keep the single-process order (the gathered path) instead of MPI's.
   std::atomic<bool> deterministic_collectives{false};
   /// Ends every process of the job with `message` (MPI_Abort): a device failed in a shard_map
-  /// across processes, and the other processes would wait for it. Set by the distributed runtime.
+  /// across processes, or a process before a reshard's exchange, and the other processes would
+  /// wait for it. Set by the distributed runtime.
   std::function<void(std::string const& message)> abort_processes;
   /// Why device threads may not call gather_bytes (MPI granted less than
   /// MPI_THREAD_SERIALIZED), or empty.
