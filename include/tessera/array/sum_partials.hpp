@@ -67,7 +67,12 @@ struct partial_sum {
     std::size_t count = 0;           // elements of the block
     std::size_t lo = 0, hi = 0;      // this process's chunk, if it is in procs
     std::vector<std::size_t> staged; // by index in qs: where its part of our chunk was received
-    std::size_t chunk_lo(std::size_t i) const { return count * i / procs.size(); }
+    // Chunk i starts here: equal shares, the first count % k one element longer (no product
+    // that could wrap, whatever the count).
+    std::size_t chunk_lo(std::size_t i) const {
+      std::size_t const k = procs.size();
+      return count / k * i + std::min(i, count % k);
+    }
   };
   std::vector<split_row> split_rows;  // by row; empty unless split
 
