@@ -8,7 +8,8 @@
 //              process (one exchange, after the processes compare a signature) against MPI_Allgather
 //   sum        tessera::sum<0> of a [processes, n] array with a row per process, replicated
 //              result (each process's row to the others, summed in process order) against MPI_Allreduce
-// tessera's calls add what JAX's do: the processes agree first (one small allgather), and the
+// Each row times the tessera call and the MPI call in turns (five rounds, the medians), so a
+// change in the machine's load falls on both. tessera's calls add what JAX's do: the processes agree first (one small allgather), and the
 // result is a fresh array.
 #include <tessera/distributed.hpp>
 
@@ -22,7 +23,7 @@
 
 #include "mpi_timing.hpp"
 
-using tessera_bench::median_per_call;
+using tessera_bench::interleaved_medians;
 
 int main(int argc, char** argv) {
   tessera::distributed::runtime rt{argc, argv, 1};
@@ -38,26 +39,25 @@ int main(int argc, char** argv) {
     std::size_t const count = bytes / sizeof(float);
     xt::xtensor<float, 1> mine = xt::arange<float>(static_cast<float>(count));
     std::vector<float> all(count * np);
-    double const t_mpi_gather = median_per_call(comm, [&] {
+    auto const mpi_gather = [&] {
       MPI_Allgather(mine.data(), static_cast<int>(count), MPI_FLOAT, all.data(), static_cast<int>(count), MPI_FLOAT, comm);
-    });
-    report("allgather", bytes, median_per_call(comm, [&] { auto r = tessera::process_allgather(mine, true); (void)r; }),
-           t_mpi_gather);
+    };
+    auto t = interleaved_medians(comm, {[&] { auto r = tessera::process_allgather(mine, true); (void)r; }, mpi_gather});
+    report("allgather", bytes, t[0], t[1]);
     // A global array with `count` elements per process, sharded over the processes.
     auto const x = tessera::make_array_from_process_local_data(tessera::named_sharding(mesh, tessera::P<"X">{}), mine,
                                                                 {count * np});
     auto const everywhere = tessera::named_sharding(mesh, tessera::P<>{});
-    report("reshard", bytes, median_per_call(comm, [&] { auto r = tessera::device_put(x, everywhere); (void)r; }),
-           t_mpi_gather);
+    t = interleaved_medians(comm, {[&] { auto r = tessera::device_put(x, everywhere); (void)r; }, mpi_gather});
+    report("reshard", bytes, t[0], t[1]);
     // Rows of a [processes, count] array, one per process: their sum, replicated.
     xt::xtensor<float, 2> row = xt::reshape_view(mine, {std::size_t{1}, count});
     auto const rows = tessera::make_array_from_process_local_data(
         tessera::named_sharding(mesh, tessera::P<"X", tessera::none>{}), row, {np, count});
     std::vector<float> sum(count);
-    double const t_mpi_sum = median_per_call(comm, [&] {
-      MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
-    });
-    report("sum", bytes, median_per_call(comm, [&] { auto r = tessera::eval(tessera::sum<0>(rows)); (void)r; }),
-           t_mpi_sum);
+    t = interleaved_medians(comm, {[&] { auto r = tessera::eval(tessera::sum<0>(rows)); (void)r; }, [&] {
+                              MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+                            }});
+    report("sum", bytes, t[0], t[1]);
   }
 }
