@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -281,7 +282,9 @@ class reduction : public expression_tag {
     for (std::size_t k : axes) reduced[k + Q - N] = true;
 
     std::size_t const n = m.num_devices();
-    detail::team t(n, m.device_ids());
+    // The devices meet only for an all-reduce: a reduction that needs none makes no team.
+    std::optional<detail::team> t;
+    if (!red_axes.empty()) t.emplace(n, m.device_ids());
     std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());
     std::vector<device_buffer<V>> buffers(n);
     try {
@@ -318,7 +321,7 @@ class reduction : public expression_tag {
             sig.count = out_count;
             sig.dtype = detail::dtype_code<V>();
             sig.describe = &detail::describe_reduction;
-            detail::all_reduce(t, pos, g, sig, partial.data(), out.data(), out_count, detail::runtime_op<Op>());
+            detail::all_reduce(*t, pos, g, sig, partial.data(), out.data(), out_count, detail::runtime_op<Op>());
           }
           if constexpr (std::is_same_v<Op, op::mean>) {
             V const c = static_cast<V>(reduced_count);
@@ -326,7 +329,7 @@ class reduction : public expression_tag {
           }
           buffers[pos] = std::move(out);
         } catch (...) {
-          t.abort();
+          if (t) t->abort();
           throw;
         }
       });
