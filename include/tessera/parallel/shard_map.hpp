@@ -3,6 +3,7 @@
 // on that device's thread, with the device's blocks of the inputs; its results
 // are the blocks of the outputs, laid out by out_specs.
 
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -238,85 +239,102 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
 
  private:
   template <class Spec, class Arg>
-  auto put(std::size_t index, Arg&& arg) const {
-    named_sharding<Mesh, Spec> const s(mesh_, Spec{});
-    auto a = [&] {
-      if constexpr (array_type<Arg>) {
-        using A = std::remove_cvref_t<Arg>;
-        using T = typename A::value_type;
-        constexpr std::size_t N = A::rank;
-        detail::check_argument_runtime(arg, s, "shard_map", index);
-        if constexpr (std::is_same_v<typename A::sharding_type, named_sharding<Mesh, Spec>>) {
-          if (arg.sharding() == s) return array<T, N, named_sharding<Mesh, Spec>>(arg);
-        }
-        return device_put(arg, s);
-      } else {
-        return device_put(std::forward<Arg>(arg), s);
-      }
-    }();
+  auto put(std::size_t index, Arg&& arg, std::shared_ptr<detail::device_pool> const& pool) const {
+    using S = named_sharding<Mesh, Spec>;
     // JAX requires each sharded dimension to divide evenly; so does shard_map here.
-    for (std::size_t d = 0; d < Spec::size && d < decltype(a)::rank; ++d) {
-      std::size_t const k = s.num_shards(d);
-      if (a.shape()[d] % k != 0)
-        throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " has shape " +
-                                    detail::shape_string(a.shape()) + " and in_specs[" + std::to_string(index) +
-                                    "] = " + detail::spec_text<Spec>() + " splits dimension " + std::to_string(d) +
-                                    " over " + std::to_string(k) + " devices, but " + std::to_string(a.shape()[d]) +
-                                    " is not evenly divisible by " + std::to_string(k) + "; consider padding");
+    auto check_divisible = [&](S const& s, auto const& shape) {
+      for (std::size_t d = 0; d < Spec::size && d < shape.size(); ++d) {
+        std::size_t const k = s.num_shards(d);
+        if (shape[d] % k != 0)
+          throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " has shape " +
+                                      detail::shape_string(shape) + " and in_specs[" + std::to_string(index) +
+                                      "] = " + detail::spec_text<Spec>() + " splits dimension " + std::to_string(d) +
+                                      " over " + std::to_string(k) + " devices, but " + std::to_string(shape[d]) +
+                                      " is not evenly divisible by " + std::to_string(k) + "; consider padding");
+      }
+    };
+    if constexpr (array_type<Arg>) {
+      using A = std::remove_cvref_t<Arg>;
+      if (arg.pool() != pool)
+        throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " lives on " +
+                                    arg.pool()->name() + " but the computation runs on " + pool->name() +
+                                    "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
+      if constexpr (std::is_same_v<typename A::sharding_type, S>) {
+        // Already laid out by the in_spec on this mesh: the array itself (no sharding built).
+        if (arg.sharding().mesh() == mesh_) {
+          check_divisible(arg.sharding(), arg.shape());
+          return array<typename A::value_type, A::rank, S>(arg);
+        }
+      }
     }
+    S const s(mesh_, Spec{});
+    auto a = device_put(std::forward<Arg>(arg), s);
+    check_divisible(s, a.shape());
     return a;
   }
 
   template <std::size_t... K, class... Args>
   auto call(std::index_sequence<K...>, Args&&... args) const {
-    auto inputs = std::make_tuple(put<In>(K, std::forward<Args>(args))...);
-    return run(inputs, std::index_sequence<K...>{});
+    auto const pool = detail::pool_for_devices(mesh_.runtime_id(), mesh_.device_ids(), "shard_map");
+    auto inputs = std::make_tuple(put<In>(K, std::forward<Args>(args), pool)...);
+    return run(inputs, pool, std::index_sequence<K...>{});
   }
 
   template <class Inputs, std::size_t... K>
-  auto run(Inputs const& inputs, std::index_sequence<K...>) const {
+  auto run(Inputs const& inputs, std::shared_ptr<detail::device_pool> const& pool, std::index_sequence<K...>) const {
     using R = decltype(detail::results_as_tuple(f_(block_of<In>(std::get<K>(inputs), 0)...)));
     constexpr std::size_t n_results = std::tuple_size_v<R>;
     static_assert(diagnostic::shard_map_results_must_match_out_specs<n_results, sizeof...(Out),
                                                                      n_results == sizeof...(Out)>::value);
     if constexpr (n_results == sizeof...(Out)) {
       if constexpr (CheckVma) check_vma<R>(std::make_index_sequence<sizeof...(Out)>{});
-      return run_checked<R>(inputs, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
+      return run_checked<R>(inputs, pool, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
     }
   }
 
   template <class R, class Inputs, std::size_t... K, std::size_t... J>
-  auto run_checked(Inputs const& inputs, std::index_sequence<K...>, std::index_sequence<J...>) const {
+  auto run_checked(Inputs const& inputs, std::shared_ptr<detail::device_pool> const& pool, std::index_sequence<K...>,
+                   std::index_sequence<J...>) const {
     using owned_t =
         std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>(), nullptr))...>;
-    auto pool = detail::pool_for(named_sharding<Mesh, P<>>(mesh_, P<>{}), "shard_map");
     std::size_t const n = mesh_.num_devices();
     std::vector<int> const& ids = mesh_.device_ids();
+    std::array<std::size_t, Mesh::rank> sizes{};
+    std::array<std::string_view, Mesh::rank> names{};
+    for (std::size_t a = 0; a < Mesh::rank; ++a) {
+      sizes[a] = static_cast<std::size_t>(mesh_.size(a));
+      names[a] = Mesh::axes[a].name.view();
+    }
     // This process's devices are the team (every device, unless the mesh spans processes: then
-    // the collectives go between processes through `xp`, parallel/across_processes.hpp).
-    std::vector<std::size_t> team_pos(n, n);
+    // the collectives go between processes through `xp`, parallel/across_processes.hpp, and
+    // team_pos maps a mesh position to its place in the team).
+    std::size_t local_count = 0;
+    for (int d : ids) local_count += pool->is_local(d) ? 1 : 0;
+    bool const spans = local_count != n;
+    std::vector<std::size_t> team_pos;
     std::vector<int> local_ids;
-    for (std::size_t p = 0; p < n; ++p)
-      if (pool->is_local(ids[p])) {
-        team_pos[p] = local_ids.size();
-        local_ids.push_back(ids[p]);
-      }
-    std::vector<std::size_t> sizes(mesh_.sizes().begin(), mesh_.sizes().end());
     std::optional<detail::process_run> xp;
-    if (local_ids.size() != n) xp.emplace(detail::make_process_run(*pool, ids, sizes, local_ids.size()));
-    detail::team t(local_ids.size(), local_ids);
+    if (spans) {
+      team_pos.assign(n, n);
+      for (std::size_t p = 0; p < n; ++p)
+        if (pool->is_local(ids[p])) {
+          team_pos[p] = local_ids.size();
+          local_ids.push_back(ids[p]);
+        }
+      xp.emplace(detail::make_process_run(*pool, ids, std::vector<std::size_t>(sizes.begin(), sizes.end()),
+                                          local_ids.size()));
+    }
+    detail::team t(spans ? local_ids.size() : n, spans ? local_ids : ids);
     std::vector<std::optional<owned_t>> results(n);
     std::tuple<std::vector<device_buffer<typename std::tuple_element_t<J, owned_t>::value_type>>...> buffers;
     (std::get<J>(buffers).resize(n), ...);
-    std::vector<std::string_view> names;
-    for (auto const& a : Mesh::axes) names.push_back(a.name.view());
 
     try {
       pool->run(std::span<int const>(ids), [&](int d) {
         std::size_t const pos = *mesh_.position_of(d);
         detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
         fr.check_vma = CheckVma;
-        fr.team_pos = team_pos[pos];
+        fr.team_pos = spans ? team_pos[pos] : pos;
         fr.xp = xp ? &*xp : nullptr;
         detail::frame_guard guard(fr);
         try {

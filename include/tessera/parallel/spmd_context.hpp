@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -40,8 +41,10 @@ struct spmd_frame {
   team* t = nullptr;
   std::size_t pos = 0;                 // mesh position of this device
   std::uint32_t seq = 0;               // collectives started so far (the signature's sequence number)
-  std::vector<std::string_view> axis_names;
-  std::vector<std::size_t> sizes;      // mesh axis sizes
+  // The mesh's axis names and sizes, held by the shard_map call (a frame per device per call:
+  // no copies of its own).
+  std::span<std::string_view const> axis_names;
+  std::span<std::size_t const> sizes;
   std::string (*describe)(op_signature const&) = nullptr;
   device_memory* memory = nullptr;     // this device's cache: collective results reuse touched pages
   std::shared_ptr<void const> owner;   // keeps `memory` alive while a result holds a block of it
@@ -76,7 +79,7 @@ class frame_guard {
   spmd_frame* previous_;
 };
 
-inline std::string axes_text(std::vector<std::string_view> const& names) {
+inline std::string axes_text(std::span<std::string_view const> names) {
   std::string s = "(";
   for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", '" : "'") + std::string(names[i]) + "'";
   return s + (names.size() == 1 ? ",)" : ")");

@@ -37,7 +37,7 @@ inline std::vector<std::string_view> in_mesh_order(axis_set const& set, axis_set
   if (mesh.size)
     for (std::size_t i = 0; i < mesh.size; ++i) order.push_back(mesh.names[i].view());
   else if (current_frame)
-    order = current_frame->axis_names;
+    order.assign(current_frame->axis_names.begin(), current_frame->axis_names.end());
   auto const rank = [&](std::string_view n) {
     return static_cast<std::size_t>(std::find(order.begin(), order.end(), n) - order.begin());
   };
