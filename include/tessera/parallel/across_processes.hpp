@@ -149,7 +149,7 @@ struct process_run {
 /// The layout of mesh devices `ids` (axis sizes `sizes`) among the processes. Called by every
 /// process together (it may make communicators).
 inline process_layout make_process_layout(device_pool& pool, std::vector<int> const& ids,
-                                          std::vector<std::size_t> const& sizes) {
+                                          std::span<std::size_t const> sizes) {
   process_layout r;
   std::size_t const procs = static_cast<std::size_t>(pool.process_count());
   r.per_process.assign(procs, 0);
@@ -231,7 +231,7 @@ inline process_layout make_process_layout(device_pool& pool, std::vector<int> co
 
 /// The state of a shard_map over mesh devices `ids` (axis sizes `sizes`), `local` of them in this
 /// process. Called by every process together (a mesh's first call may make communicators).
-inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::vector<std::size_t> const& sizes,
+inline process_run make_process_run(device_pool& pool, std::vector<int> const& ids, std::span<std::size_t const> sizes,
                                     std::size_t local) {
   if (!pool.gather_refusal.empty()) throw std::runtime_error("tessera::shard_map: " + pool.gather_refusal);
   if (!pool.gather_bytes || !pool.process_groups)
@@ -253,7 +253,7 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
     r.buffers = std::static_pointer_cast<exchange_buffers>(std::exchange(pool.exchange_scratch, nullptr));
     if (auto const* cache = static_cast<process_layout_cache const*>(pool.process_layouts.get()))
       for (auto const& e : cache->entries)
-        if (e.sizes == sizes && e.ids == ids) r.layout = e.layout;
+        if (std::ranges::equal(e.sizes, sizes) && e.ids == ids) r.layout = e.layout;
   }
   if (!r.buffers) r.buffers = std::make_shared<exchange_buffers>();
   if (!r.layout) {
@@ -265,7 +265,7 @@ inline process_run make_process_run(device_pool& pool, std::vector<int> const& i
     if (!pool.process_layouts) pool.process_layouts = std::make_shared<process_layout_cache>();
     auto& entries = static_cast<process_layout_cache*>(pool.process_layouts.get())->entries;
     if (entries.size() == process_layout_cache::capacity) entries.erase(entries.begin());
-    entries.push_back({sizes, ids, r.layout});
+    entries.push_back({std::vector<std::size_t>(sizes.begin(), sizes.end()), ids, r.layout});
   }
   r.mine.resize(local);
   return r;

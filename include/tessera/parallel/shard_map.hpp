@@ -321,8 +321,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
           team_pos[p] = local_ids.size();
           local_ids.push_back(ids[p]);
         }
-      xp.emplace(detail::make_process_run(*pool, ids, std::vector<std::size_t>(sizes.begin(), sizes.end()),
-                                          local_ids.size()));
+      xp.emplace(detail::make_process_run(*pool, ids, sizes, local_ids.size()));
     }
     detail::team t(spans ? local_ids.size() : n, spans ? local_ids : ids);
     std::vector<std::optional<owned_t>> results(n);
