@@ -96,6 +96,7 @@ class device_pool {
   /// Whether the devices `ids` belong to more than one process: the same answer in every
   /// process, so that all of them take, or all skip, a step they take together.
   bool spans_processes(std::span<int const> ids) const {
+    if (!spans_processes()) return false;  // one process: no search per device
     for (int d : ids)
       if (process_of(d) != process_of(ids.front())) return true;
     return false;
