@@ -3,6 +3,7 @@
 // on that device's thread, with the device's blocks of the inputs; its results
 // are the blocks of the outputs, laid out by out_specs.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -243,7 +244,8 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     using S = named_sharding<Mesh, Spec>;
     // JAX requires each sharded dimension to divide evenly; so does shard_map here.
     auto check_divisible = [&](S const& s, auto const& shape) {
-      for (std::size_t d = 0; d < Spec::size && d < shape.size(); ++d) {
+      std::size_t const dims = std::min<std::size_t>(Spec::size, shape.size());
+      for (std::size_t d = 0; d < dims; ++d) {
         std::size_t const k = s.num_shards(d);
         if (shape[d] % k != 0)
           throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " has shape " +
@@ -309,7 +311,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     // the collectives go between processes through `xp`, parallel/across_processes.hpp, and
     // team_pos maps a mesh position to its place in the team).
     std::size_t local_count = 0;
-    for (int d : ids) local_count += pool->is_local(d) ? 1 : 0;
+    for (int d : ids) local_count += pool->is_local(d) ? std::size_t{1} : std::size_t{0};
     bool const spans = local_count != n;
     std::vector<std::size_t> team_pos;
     std::vector<int> local_ids;
