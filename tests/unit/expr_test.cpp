@@ -986,6 +986,33 @@ TEST_CASE("reductions of empty arrays: sum is 0, prod is 1, mean is NaN, max thr
   expect(tessera::prod(y), xt::xarray<double>(-21.0), "prod over uneven blocks, one empty");
 }
 
+TEST_CASE("a sum of negative zeros is +0, as JAX's (the reduction starts from the identity 0)", "[expr][reduction]") {
+  // Each device writes its first row as 0 + value rather than filling with 0 and adding: the
+  // same bits, which a plain copy of the first row would not give (-0.0 + -0.0 is -0.0).
+  tessera::runtime rt{8};
+  auto m = tessera::make_mesh<"X", "Y">({2, 4}, tessera::explicit_axes);
+  xt::xtensor<float, 2> h = xt::zeros<float>({4, 8});
+  h.fill(-0.0f);
+  h(1, 5) = -2.5f;
+  auto const x = put<P<"X", "Y">>(m, h);
+  auto const local = put<P<tessera::none, "Y">>(m, h);
+  for (auto const& r : {tessera::to_host(tessera::eval(tessera::sum<0>(x))),
+                        tessera::to_host(tessera::eval(tessera::sum<0>(local)))}) {
+    REQUIRE(r.size() == 8);
+    for (std::size_t j = 0; j < 8; ++j) {
+      if (j == 5) {
+        CHECK(r(j) == -2.5f);
+      } else {
+        CHECK(r(j) == 0.0f);
+        CHECK_FALSE(std::signbit(r(j)));
+      }
+    }
+  }
+  auto const rows = tessera::to_host(tessera::eval(tessera::sum<1>(local)));  // the innermost dimension reduced
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != 1) CHECK_FALSE(std::signbit(rows(i)));
+}
+
 TEST_CASE("NaN propagates through maximum, minimum, and max and min within a device", "[expr][reduction][nan]") {
   tessera::runtime rt{8};
   std::mt19937 g(4004);
