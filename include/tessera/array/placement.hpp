@@ -55,15 +55,20 @@ inline void require_one_process(device_pool const& pool, std::vector<int> const&
                                "devices, or gather with tessera::process_allgather");
 }
 
-/// An argument of jit or shard_map must live on the devices it is computed on; JAX too refuses
-/// arrays committed to other devices there. Moving it is the user's explicit device_put.
-template <class A, class S>
-void check_argument_runtime(A const& x, S const& s, char const* where, std::size_t index) {
-  auto const pool = pool_for(s, where);
+/// An argument of jit or shard_map must live on the devices it is computed on (`pool`); JAX too
+/// refuses arrays committed to other devices there. Moving it is the user's explicit device_put.
+template <class A>
+void check_argument_pool(A const& x, std::shared_ptr<device_pool> const& pool, char const* where, std::size_t index) {
   if (x.pool() != pool)
     throw std::invalid_argument(std::string("tessera::") + where + ": argument " + std::to_string(index) +
                                 " lives on " + x.pool()->name() + " but the computation runs on " + pool->name() +
                                 "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
+}
+
+/// The same against the runtime of sharding s's mesh.
+template <class A, class S>
+void check_argument_runtime(A const& x, S const& s, char const* where, std::size_t index) {
+  check_argument_pool(x, pool_for(s, where), where, index);
 }
 
 /// The part of build_array that runs on the devices, compiled once per element type and rank:

@@ -317,18 +317,12 @@ struct partial_sum {
  private:
   /// A split sum's block: this process's chunk of it summed (finish() brings the others').
   void fill_chunk(split_row const& r, T* out) const {
-    std::size_t const len = r.hi - r.lo;
     auto part = [&](std::size_t j) {
       std::size_t const q = r.qs[j];
       return pool.is_local(from.ids[q]) ? data[q] + r.lo
                                          : reinterpret_cast<T const*>(kept.rows->staged.data() + r.staged[j]);
     };
-    if (r.qs.size() == 1) {
-      std::copy(part(0), part(0) + len, out + r.lo);
-      return;
-    }
-    combine_into(op, out + r.lo, part(0), part(1), len);
-    for (std::size_t j = 2; j < r.qs.size(); ++j) combine_into(op, out + r.lo, part(j), len);
+    reduce_inputs<T>(part, r.qs.size(), op, out + r.lo, 0, r.hi - r.lo);  // in device order, as the runtime's all-reduce
   }
 
   /// The next contribution to target position pos's block from position q on: its region, the

@@ -123,9 +123,10 @@ class contraction : public expression_tag {
       partial();
       detail::call_once(cache_->reduced_once, [&] { cache_->reduced.emplace(*cache_->partial); });
     } else {
-      detail::summing_partials(mesh(), [&] {
-        partial();
-        detail::call_once(cache_->reduced_once, [&] {
+      // Inside the once: a product already summed looks nothing up again.
+      detail::call_once(cache_->reduced_once, [&] {
+        detail::summing_partials(mesh(), [&] {
+          partial();
           cache_->reduced.emplace(detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()),
                                                        detail::reduce_op::sum));
         });

@@ -537,9 +537,10 @@ class elementwise : public expression_tag {
   auto evaluate() const { return detail::evaluate(*this); }
   void prepare() const {
     if constexpr (partial_node) {
-      detail::summing_partials(mesh(), [&] {
-        partial();
-        detail::call_once(cache_->reduced_once, [&] {
+      // Inside the once: a node already summed looks nothing up again.
+      detail::call_once(cache_->reduced_once, [&] {
+        detail::summing_partials(mesh(), [&] {
+          partial();
           cache_->reduced.emplace(
               detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()), detail::reduce_op::sum));
         });

@@ -257,10 +257,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     };
     if constexpr (array_type<Arg>) {
       using A = std::remove_cvref_t<Arg>;
-      if (arg.pool() != pool)
-        throw std::invalid_argument("tessera::shard_map: argument " + std::to_string(index) + " lives on " +
-                                    arg.pool()->name() + " but the computation runs on " + pool->name() +
-                                    "; arrays of two runtimes are on different devices: device_put it onto the mesh first");
+      detail::check_argument_pool(arg, pool, "shard_map", index);
       if constexpr (std::is_same_v<typename A::sharding_type, S>) {
         // Already laid out by the in_spec on this mesh: the array itself (no sharding built).
         if (arg.sharding().mesh() == mesh_) {
