@@ -167,7 +167,7 @@ class runtime {
       };
       // shard_map's collectives across processes: one device thread of each process calls it.
       local_.pool().gather_bytes = [this](std::size_t group, std::span<std::byte const> mine,
-                                          std::vector<std::uint64_t> const& counts, std::byte* out) {
+                                          std::span<std::uint64_t const> counts, std::byte* out) {
         env_.check_caller("a shard_map collective across processes");
         std::lock_guard lock(env_.call_mutex());
         if (group == 0) {

@@ -484,6 +484,40 @@ TEST_CASE("data-moving collectives match the host on 1-D, 2-D and 3-D meshes", "
   check_data_movement<float, "x">(mr, {0});
 }
 
+TEST_CASE("one body's collectives over different axes and axis orders each run among their own devices",
+          "[shard_map][collectives]") {
+  // A body keeps the groups of its collectives by their axes in order (group_of): gathers over
+  // ("x", "y") and ("y", "x") rank the same devices differently, and a repeat must find its own.
+  runtime rt{8};
+  auto const m = tessera::make_mesh<"x", "y", "z">({2, 2, 2});
+  std::vector<std::size_t> const sizes{2, 2, 2};
+  auto got = per_device(m, [] {
+    xt::xtensor<float, 1> const v{static_cast<float>(tessera::detail::current_frame->pos)};
+    xt::xtensor<float, 1> out = xt::zeros<float>({22});
+    auto put = [&out](std::size_t at, auto const& r) { std::copy(r.begin(), r.end(), out.begin() + static_cast<std::ptrdiff_t>(at)); };
+    put(0, tessera::all_gather<"x", "y">(v, 0, tessera::tiled));
+    put(4, tessera::all_gather<"y", "x">(v, 0, tessera::tiled));
+    put(8, tessera::all_gather<"z">(v, 0, tessera::tiled));
+    put(10, tessera::all_gather<"x", "y">(v, 0, tessera::tiled));
+    put(14, tessera::all_gather<"y", "x">(v, 0, tessera::tiled));
+    put(18, tessera::all_gather<"z", "x">(v, 0, tessera::tiled));
+    return out;
+  });
+  std::vector<std::vector<std::size_t>> const orders{{0, 1}, {1, 0}, {2}, {0, 1}, {1, 0}, {2, 0}};
+  for (std::size_t p = 0; p < 8; ++p) {
+    std::size_t at = 0;
+    for (auto const& ax : orders) {
+      auto const members = group_members(p, sizes, ax);
+      for (std::size_t j = 0; j < members.size(); ++j) {
+        INFO("device " << p << ", gather at " << at << ", member " << j);
+        CHECK(got(p, at + j) == static_cast<float>(members[j]));
+      }
+      at += members.size();
+    }
+    CHECK(at == 22);
+  }
+}
+
 TEST_CASE("bool reductions are any (pmax) and all (pmin)", "[shard_map][collectives]") {
   runtime rt{4};
   auto const m = tessera::make_mesh<"x">({4});

@@ -229,7 +229,7 @@ template <axis_name... A>
 struct collective_call {
   spmd_frame& f;
   std::array<std::size_t, sizeof...(A)> axes;
-  group g;
+  group const& g;  // the frame's (group_of): valid until this device's next collective
   op_signature sig;
 
   collective_call(char const* what, op_kind kind)
@@ -447,29 +447,37 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   collective_call<A...> c("all_to_all", op_kind::all_to_all);
   std::size_t const k = c.k();
   check_all_to_all(in.shape, split_axis, concat_axis, k, Tiled);
-  std::vector<std::size_t> shape(in.shape.begin(), in.shape.end());
+  // The shape the tiled exchange runs on: the input's, with untiled's unit dimension inserted
+  // at `concat` (arrays, not vectors: a small all_to_all costs about a microsecond).
+  std::array<std::size_t, N + 1> shape{};
+  std::size_t rank = N;
+  std::copy(in.shape.begin(), in.shape.end(), shape.begin());
   std::size_t split = split_axis, concat = concat_axis;
   if (!Tiled && split != concat) {
     if (split < concat) ++concat;
     else ++split;
-    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(concat), 1);
+    std::copy_backward(shape.begin() + static_cast<std::ptrdiff_t>(concat), shape.begin() + static_cast<std::ptrdiff_t>(N),
+                       shape.begin() + static_cast<std::ptrdiff_t>(N + 1));
+    shape[concat] = 1;
+    rank = N + 1;
   }
-  std::vector<std::size_t> r = shape;
+  std::array<std::size_t, N + 1> r = shape;
   r[split] /= k;
   r[concat] = scaled_dimension(r[concat], k, in.shape, "all_to_all");
-  if (!Tiled && split != concat) r.erase(r.begin() + static_cast<std::ptrdiff_t>(split));
   shape_t<N> out_shape{};
-  std::copy(r.begin(), r.end(), out_shape.begin());
+  for (std::size_t i = 0, j = 0; i < rank; ++i)
+    if (Tiled || split == concat || i != split) out_shape[j++] = r[i];
   auto out = make_result<T>(out_shape);
   c.sig.count = in.count();
   c.sig.dtype = dtype_code<T>();
   c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
   c.record("all-to-all", in.count() * sizeof(T));
   if (c.f.xp != nullptr) {
-    all_to_all_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split,
-                                   concat);
+    all_to_all_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape.data(), rank),
+                                   split, concat);
   } else {
-    all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape), split, concat);
+    all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape.data(), rank), split,
+               concat);
   }
   return as_result<result_vma<V, false, A...>>(std::move(out));
 }

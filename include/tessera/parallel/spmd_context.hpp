@@ -53,6 +53,16 @@ struct spmd_frame {
   process_run* xp = nullptr;           // set when the mesh spans processes: collectives go through it
   std::array<recent_result, 4> recent{};  // the last collective results made, in a ring
   std::size_t next_recent = 0;
+  // The groups this body's collectives ran among, by their axes in order: a body that makes a
+  // collective in a loop computes its group once (three allocations a call otherwise, a tenth of
+  // a 4 KiB all_to_all between processes). Entries are never dropped while the frame lives, so
+  // a collective may hold a reference to its group.
+  struct cached_group {
+    std::uint64_t order = 0;
+    std::size_t count = 0;
+    group g;
+  };
+  std::vector<cached_group> groups{};
 
   void remember_result(recent_result r) { recent[next_recent++ % recent.size()] = std::move(r); }
 };
@@ -104,10 +114,18 @@ std::array<std::size_t, K> resolve_axes(spmd_frame const& f, std::array<axis_nam
   return idx;
 }
 
-/// The devices that share this device's coordinates off `axes` (see group_along).
+/// The devices that share this device's coordinates off `axes` (see group_along), computed on
+/// the frame's first collective over these axes in this order and kept for its others.
 template <std::size_t K>
-group group_of(spmd_frame const& f, std::array<std::size_t, K> const& axes) {
-  return group_along(f.pos, f.sizes, axes);
+group const& group_of(spmd_frame& f, std::array<std::size_t, K> const& axes) {
+  std::uint64_t order = 0;
+  for (std::size_t i = 0; i < K; ++i) order |= static_cast<std::uint64_t>(axes[i]) << (4 * i);
+  for (auto const& c : f.groups)
+    if (c.order == order && c.count == K) return c.g;
+  // A reference into the vector: a device makes one collective at a time, and the next one's
+  // lookup is the first thing that can move the entries.
+  f.groups.push_back({order, K, group_along(f.pos, f.sizes, axes)});
+  return f.groups.back().g;
 }
 
 /// Collective kinds, as signature codes; kind 0 is "the end of the body".

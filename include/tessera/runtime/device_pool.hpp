@@ -119,7 +119,7 @@ class device_pool {
   /// process), concatenated in process order into `out` (`counts[i]` from its i-th process,
   /// known to all): MPI_Allgatherv, set by tessera::distributed::runtime. Called by one device
   /// thread of each process at a time (shard_map's collectives across processes).
-  std::function<void(std::size_t group, std::span<std::byte const> mine, std::vector<std::uint64_t> const& counts,
+  std::function<void(std::size_t group, std::span<std::byte const> mine, std::span<std::uint64_t const> counts,
                      std::byte* out)>
       gather_bytes;
   /// The process groups of a mesh's collectives, made once per mesh (`mesh` names it: its axis

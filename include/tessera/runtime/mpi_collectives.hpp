@@ -83,14 +83,14 @@ std::vector<T> mpi_allgather_values(mpi_environment const& env, T const& mine) {
 /// Every process's bytes, concatenated in process order into `out` (MPI_Allgatherv for any
 /// sizes): `counts` holds each process's byte count, known to all (gathered before).
 inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte const> mine,
-                                std::vector<std::uint64_t> const& counts, std::byte* out);
+                                std::span<std::uint64_t const> counts, std::byte* out);
 inline void mpi_allgatherv_into(mpi_environment const& env, std::span<std::byte const> mine,
-                                std::vector<std::uint64_t> const& counts, std::byte* out) {
+                                std::span<std::uint64_t const> counts, std::byte* out) {
   mpi_allgatherv_into(env.comm(), env.rank(), mine, counts, out);
 }
 /// The same over communicator `comm`, where this process is `rank` and `counts` has one entry per member.
 inline void mpi_allgatherv_into(MPI_Comm comm, int rank, std::span<std::byte const> mine,
-                                std::vector<std::uint64_t> const& counts, std::byte* out) {
+                                std::span<std::uint64_t const> counts, std::byte* out) {
   std::size_t const p = counts.size();
   std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
   // Equal shares that fit one call (the common case): the plain call, straight into place, with
