@@ -29,6 +29,10 @@ struct mesh_axis {
 };
 
 namespace detail {
+/// The most axes a mesh may have: a collective's signature, and the key a shard_map body keeps
+/// its groups by, give each axis index 4 bits (runtime/team.hpp's sign_axes).
+inline constexpr std::size_t max_mesh_axes = 16;
+
 inline std::string join_ints(auto const& xs) {
   std::ostringstream os;
   os << '(';
@@ -73,6 +77,8 @@ class mesh {
     }
     return true;
   }(), "tessera: a mesh's axis names must be non-empty and distinct (as in jax.make_mesh)");
+  static_assert(rank <= detail::max_mesh_axes,
+                "tessera: a mesh has at most 16 axes (a collective names each of its axes in 4 bits)");
 
   /// Mesh over the given device ids laid out row-major over the axis sizes, of the runtime
   /// numbered `runtime_id` (make_mesh gives it; 0: whichever runtime is current when used).

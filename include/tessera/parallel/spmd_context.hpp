@@ -24,8 +24,6 @@
 
 namespace tessera::detail {
 
-inline constexpr std::size_t max_mesh_axes = 16;  // axes in an op signature: 4 bits each
-
 struct process_run;  // parallel/across_processes.hpp
 
 /// A collective result a device made in its body (collectives.hpp's as_result): if the body
