@@ -15,9 +15,13 @@
 #      2 processes x 4 (bench/mpi/training_step_bench.cpp);
 #   4. table 2's collectives on 8 devices: tessera as 2 processes x 4 devices (and as 1 process
 #      x 8, no MPI) against 8 flat MPI ranks (bench/mpi/collectives_mpi.cpp), 4-fold
-#      oversubscribed on 2 cores.
+#      oversubscribed on 2 cores;
+#   5. MPI's thread level: table 2's 4 KiB and 4 MiB collectives (unchecked) with MPI
+#      initialised by the program at FUNNELED, SERIALIZED (what the runtime asks for) and
+#      MULTIPLE, 2 processes x 1 device and x 4 devices (FUNNELED: x 1 only, since a shard_map
+#      between processes with several devices each needs SERIALIZED).
 # Environment: BUILD (the build folder), NPS (process counts of table 1, default 2),
-# TABLES (which tables, default "1 2 3 4"). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
+# TABLES (which tables, default "1 2 3 4"; 5 on request). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
 # are shared), and btl_vader_single_copy_mechanism=none unless set (containers without CMA).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -92,6 +96,22 @@ if [[ " $tables " == *" 4 "* ]]; then
   awk 'FNR == 1 { file++ } file == 1 { one[$1 " " $2] = $5; loop[$1 " " $2] = $9 } file == 2 { one8[$1 " " $2] = $5; loop8[$1 " " $2] = $9 }
        file == 3 && $1 == "mpi" { key = $2 " " $4; printf "| %s | %s | %s s | %s s | **%.2f** | %s s | **%.2f** | %s s | %s s |\n", $2, $4, $5 + 0, one[key], $5 / one[key], loop[key], $5 / loop[key], one8[key], loop8[key] }' \
     <(echo "$t24") <(echo "$t18") <(echo "$m8")
+fi
+
+if [[ " $tables " == *" 5 "* ]]; then
+  echo
+  echo "MPI's thread level (MPI initialised by the program, unchecked): seconds per call, the raw MPI call"
+  echo "and tessera's collective in a looped shard_map (slowest process, median of 5 interleaved rounds)"
+  echo
+  echo "| processes x devices | level | collective | bytes per device | MPI | tessera looped | looped/MPI |"
+  echo "|---|---|---|---|---|---|---|"
+  for k in 1 4; do
+    for level in funneled serialized multiple; do
+      [[ $k != 1 && $level == funneled ]] && continue
+      run 2 "$build/bench/bench_shard_map_collectives" "$k" unchecked "$level" |
+        awk -v k="$k" -v level="$level" '{ printf "| 2 x %s | %s | %s | %s | %s s | %s s | %s |\n", k, level, $1, $2, $4, $9, $10 }'
+    done
+  done
 fi
 
 echo

@@ -1,9 +1,12 @@
 // shard_map's collectives between processes against the raw MPI call moving the same bytes
 // (issue 15): psum, all_gather (tiled) and all_to_all (tiled) of a float32 block of 4 KiB and of
 // 4 MiB per device, in a shard_map over a 1-D mesh "X" of every device. Run with
-//   mpirun -np 2 bench_shard_map_collectives [K [checked]]      (bench/run_mpi.sh)
-// K: devices per process (default 1); "checked": set_checked_collectives(true) (the benchmark
-// is built with NDEBUG, so unchecked otherwise). The peers run on their own duplicate of
+//   mpirun -np 2 bench_shard_map_collectives [K [checked|unchecked [funneled|serialized|multiple]]]
+// (bench/run_mpi.sh). K: devices per process (default 1); "checked": set_checked_collectives(true)
+// (the benchmark is built with NDEBUG, so unchecked otherwise); a thread level: the benchmark
+// initialises MPI itself at that level before the runtime, which then uses it as a program's
+// own MPI (the runtime asks for MPI_THREAD_SERIALIZED when it initialises MPI; table 5 of
+// bench/run_mpi.sh compares the levels). The peers run on their own duplicate of
 // MPI_COMM_WORLD, one rank per process with the process's K blocks: MPI_Allreduce,
 // MPI_Allgather and MPI_Alltoall, and the same calls nonblocking (MPI_Iallreduce, ... waited on
 // by polling MPI_Test, as tessera waits). Every time is seconds per call, the slowest
@@ -67,11 +70,38 @@ void poll(MPI_Request& req) {
   }
 }
 
+void run(int argc, char** argv, int k, bool checked);
+
+/// MPI's thread level named `s`, or -1 (the runtime initialises MPI itself).
+int thread_level(char const* s) {
+  if (std::strcmp(s, "funneled") == 0) return MPI_THREAD_FUNNELED;
+  if (std::strcmp(s, "serialized") == 0) return MPI_THREAD_SERIALIZED;
+  if (std::strcmp(s, "multiple") == 0) return MPI_THREAD_MULTIPLE;
+  std::fprintf(stderr, "bench_shard_map_collectives: unknown thread level '%s'\n", s);
+  std::exit(2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int const k = argc > 1 ? std::atoi(argv[1]) : 1;
   bool const checked = argc > 2 && std::strcmp(argv[2], "checked") == 0;
+  int const level = argc > 3 ? thread_level(argv[3]) : -1;
+  if (level >= 0) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, level, &provided);
+    if (provided != level) {
+      std::fprintf(stderr, "bench_shard_map_collectives: asked MPI for thread level %d, granted %d\n", level, provided);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  run(argc, argv, k, checked);
+  if (level >= 0) MPI_Finalize();  // the runtime finalises only what it initialised
+}
+
+namespace {
+
+void run(int argc, char** argv, int k, bool checked) {
   tessera::distributed::runtime rt{argc, argv, k};
   rt.set_checked_collectives(checked);
   MPI_Comm peer = MPI_COMM_NULL;
@@ -163,3 +193,5 @@ int main(int argc, char** argv) {
   }
   MPI_Comm_free(&peer);
 }
+
+}  // namespace
