@@ -53,14 +53,15 @@ struct spmd_frame {
   std::size_t next_recent = 0;
   // The groups this body's collectives ran among, by their axes in order: a body that makes a
   // collective in a loop computes its group once (three allocations a call otherwise, a tenth of
-  // a 4 KiB all_to_all between processes). Entries are never dropped while the frame lives, so
-  // a collective may hold a reference to its group.
+  // a 4 KiB all_to_all between processes). A ring inside the frame: a body over more axis
+  // orders than it holds computes the others again.
   struct cached_group {
     std::uint64_t order = 0;
-    std::size_t count = 0;
+    std::size_t count = 0;  // axes in the order + 1; 0: an empty slot
     group g;
   };
-  std::vector<cached_group> groups{};
+  std::array<cached_group, 4> groups{};
+  std::size_t next_group = 0;
 
   void remember_result(recent_result r) { recent[next_recent++ % recent.size()] = std::move(r); }
 };
@@ -119,11 +120,14 @@ group const& group_of(spmd_frame& f, std::array<std::size_t, K> const& axes) {
   std::uint64_t order = 0;
   for (std::size_t i = 0; i < K; ++i) order |= static_cast<std::uint64_t>(axes[i]) << (4 * i);
   for (auto const& c : f.groups)
-    if (c.order == order && c.count == K) return c.g;
-  // A reference into the vector: a device makes one collective at a time, and the next one's
-  // lookup is the first thing that can move the entries.
-  f.groups.push_back({order, K, group_along(f.pos, f.sizes, axes)});
-  return f.groups.back().g;
+    if (c.count == K + 1 && c.order == order) return c.g;
+  // The slot's earlier group may go: a device makes one collective at a time, and the group a
+  // collective holds is the one it looked up last.
+  auto& slot = f.groups[f.next_group++ % f.groups.size()];
+  slot.order = order;
+  slot.count = K + 1;
+  slot.g = group_along(f.pos, f.sizes, axes);
+  return slot.g;
 }
 
 /// Collective kinds, as signature codes; kind 0 is "the end of the body".
