@@ -181,10 +181,11 @@ class runtime {
       local_.pool().collective_between_processes = [this](detail::device_pool::process_collective const& c) {
         env_.check_caller("a shard_map collective across processes");
         std::lock_guard lock(env_.call_mutex());
-        MPI_Comm const comm = c.group == 0 ? env_.comm() : groups_.at(c.group - 1).comm;
+        group_comm const g = c.group == 0 ? group_comm{env_.comm(), env_.rank(), env_.size()} : groups_.at(c.group - 1);
+        MPI_Comm const comm = g.comm;
         using kind = detail::device_pool::process_collective::kind;
         if (c.what == kind::all_to_all) {
-          detail::mpi_alltoall_rounds(comm, c.send, c.recv, c.count, c.op == 1);
+          detail::mpi_alltoall_rounds(comm, g.size, g.rank, c.send, c.recv, c.count, c.op == 1);
           return;
         }
         MPI_Datatype const type = detail::mpi_type_of(c.dtype);
@@ -212,9 +213,10 @@ class runtime {
           MPI_Comm c = MPI_COMM_NULL;
           detail::mpi_check(MPI_Comm_split(env_.comm(), colors[m], env_.rank(), &c), "MPI_Comm_split");
           detail::mpi_check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-          int r = 0;
+          int r = 0, n = 0;
           detail::mpi_check(MPI_Comm_rank(c, &r), "MPI_Comm_rank");
-          groups_.push_back(group_comm{c, r});
+          detail::mpi_check(MPI_Comm_size(c, &n), "MPI_Comm_size");
+          groups_.push_back(group_comm{c, r, n});
           handles[m] = groups_.size();
         }
         mesh_groups_.emplace(mesh, handles);
@@ -288,6 +290,7 @@ class runtime {
   struct group_comm {
     MPI_Comm comm;
     int rank;
+    int size;
   };
   std::vector<group_comm> groups_;
   std::map<std::vector<std::uint64_t>, std::vector<std::size_t>> mesh_groups_;

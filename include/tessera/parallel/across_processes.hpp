@@ -705,27 +705,33 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
           });
       return;
     }
+    if (direct) {  // the one MPI call, from the input straight into the output
+      run_mapped(f, sig, in, count * sizeof(T), out, no_step, no_step, [&] {
+        device_pool::process_collective c;
+        c.what = device_pool::process_collective::kind::all_to_all;
+        c.dtype = 1;
+        c.group = pg.handle;
+        c.send = r.mine[0].data;
+        c.recv = r.mine[0].out;
+        c.count = block * sizeof(T);
+        r.pool->collective_between_processes(c);
+      }, no_step);
+      return;
+    }
     auto packed = [&r] { return reinterpret_cast<T*>(r.buffers->pack.data()); };
     auto received = [&r] { return reinterpret_cast<T const*>(r.buffers->unpack.data()); };
-    std::vector<std::size_t> piece, out_shape, scratch, zero, start;
-    if (!direct) {
-      piece.assign(shape.begin(), shape.end());
-      piece[split] /= k;
-      out_shape = piece;
-      out_shape[concat] *= k;
-      scratch.resize(3 * shape.size());
-      zero.assign(shape.size(), 0);
-      start.assign(shape.size(), 0);
-    }
+    std::vector<std::size_t> piece(shape.begin(), shape.end());
+    piece[split] /= k;
+    std::vector<std::size_t> out_shape = piece;
+    out_shape[concat] *= k;
+    std::vector<std::size_t> scratch(3 * shape.size()), zero(shape.size(), 0), start(shape.size(), 0);
     run_mapped(
         f, sig, in, count * sizeof(T), out,
         [&] {
-          if (direct) return;
           r.buffers->pack.resize(k * local * pc * sizeof(T));
           r.buffers->unpack.resize(k * local * pc * sizeof(T));
         },
         [&](std::size_t i) {
-          if (direct) return;
           // Piece for destination rank d at [d][i]: d's process gets [its local devices][ours].
           // This process's own pieces are not sent: finish copies them from the inputs.
           for (std::size_t d = 0; d < k; ++d) {
@@ -741,16 +747,15 @@ void all_to_all_across_processes(spmd_frame& f, group const& g, op_signature con
         [&] {
           device_pool::process_collective c;
           c.what = device_pool::process_collective::kind::all_to_all;
-          c.op = direct ? 0 : 1;  // packed: this process's own block stays out of MPI
+          c.op = 1;  // packed: this process's own block stays out of MPI
           c.dtype = 1;
           c.group = pg.handle;
-          c.send = direct ? r.mine[0].data : packed();
-          c.recv = direct ? r.mine[0].out : static_cast<void*>(r.buffers->unpack.data());
+          c.send = packed();
+          c.recv = r.buffers->unpack.data();
           c.count = block * sizeof(T);
           r.pool->collective_between_processes(c);
         },
         [&](std::size_t i) {
-          if (direct) return;
           // From process q, device j's piece for us: [q][i][j]; it lands at source rank q * local + j.
           // From this process, straight from device j's input.
           std::vector<std::size_t> from(shape.size(), 0);

@@ -251,10 +251,10 @@ inline void mpi_reduce_scatter_rounds(MPI_Comm comm, void const* send, void* rec
 /// process, in rank order), in rounds where the whole exceeds mpi_max_bytes_per_call. With
 /// `skip_self`, this process's own block is not moved (the caller copies it where it belongs):
 /// MPI_Ialltoallv with a count of 0 for it.
-inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t bytes, bool skip_self = false) {
-  int size = 1, me = 0;
-  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
-  mpi_check(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
+/// The same where the caller knows the communicator's size and its own rank in it (a shard_map's
+/// collectives: the runtime keeps them, and asking MPI on every small call costs).
+inline void mpi_alltoall_rounds(MPI_Comm comm, int size, int me, void const* send, void* recv, std::size_t bytes,
+                                bool skip_self = false) {
   auto const p = static_cast<std::size_t>(size);
   std::size_t const limit = std::max<std::size_t>(mpi_max_bytes_per_call.load(), p);
   auto const* in = static_cast<std::byte const*>(send);
@@ -289,6 +289,13 @@ inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std
     for (std::size_t r = 0; r < p; ++r)
       if (!skip_self || r != static_cast<std::size_t>(me)) std::memcpy(out + r * bytes + off, received.data() + r * n, n);
   }
+}
+
+inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std::size_t bytes, bool skip_self = false) {
+  int size = 1, me = 0;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  mpi_check(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
+  mpi_alltoall_rounds(comm, size, me, send, recv, bytes, skip_self);
 }
 
 /// Every process's bytes, concatenated in process order; `counts` receives each one's count.
