@@ -61,6 +61,24 @@ class named_sharding {
   /// The spec entries as a constexpr array (what typeof and propagation read).
   static constexpr std::array<dim_spec, Spec::size> spec_dims = Spec::dims;
 
+  /// Each spec entry's mesh axes as indices into the mesh, major to minor: found once per type,
+  /// not by reading the entry's text on every block a device computes. (An axis the mesh lacks
+  /// reads as 0 here; such a spec is refused at compile time with its own message.)
+  struct entry_axes_t {
+    std::array<std::size_t, dim_spec::max_axes> axis{};
+    std::size_t count = 0;
+  };
+  static constexpr std::array<entry_axes_t, Spec::size> entry_axes = [] {
+    std::array<entry_axes_t, Spec::size> out{};
+    for (std::size_t i = 0; i < Spec::size; ++i) {
+      dim_spec const d = Spec::dims[i];
+      out[i].count = std::min(d.count(), dim_spec::max_axes);
+      for (std::size_t a = 0; a < out[i].count && a < dim_spec::max_axes; ++a)
+        out[i].axis[a] = Mesh::index_of(d.axis(a)).value_or(0);
+    }
+    return out;
+  }();
+
   /// NamedSharding(mesh, spec).
   named_sharding(Mesh m, Spec = {}) : mesh_(std::move(m)) {}
 
@@ -75,17 +93,19 @@ class named_sharding {
 
   /// How many blocks dimension `dim` is cut into: the product of its axes' sizes.
   std::size_t num_shards(std::size_t dim) const {
-    dim_spec const d = Spec::dim(dim);
+    if (dim >= Spec::size) return 1;
+    auto const& e = entry_axes[dim];
     std::size_t k = 1;
-    for (std::size_t a = 0; a < d.count(); ++a) k *= static_cast<std::size_t>(mesh_.size(*Mesh::index_of(d.axis(a))));
+    for (std::size_t a = 0; a < e.count; ++a) k *= static_cast<std::size_t>(mesh_.size(e.axis[a]));
     return k;
   }
   /// Which block along `dim` the device at mesh position `pos` holds (axes major to minor).
   std::size_t shard_index(std::size_t pos, std::size_t dim) const {
-    dim_spec const d = Spec::dim(dim);
+    if (dim >= Spec::size) return 0;
+    auto const& e = entry_axes[dim];
     std::size_t idx = 0;
-    for (std::size_t a = 0; a < d.count(); ++a) {
-      std::size_t const ax = *Mesh::index_of(d.axis(a));
+    for (std::size_t a = 0; a < e.count; ++a) {
+      std::size_t const ax = e.axis[a];
       idx = idx * static_cast<std::size_t>(mesh_.size(ax)) + static_cast<std::size_t>(mesh_.coordinate(pos, ax));
     }
     return idx;

@@ -284,7 +284,7 @@ class reduction : public expression_tag {
     std::size_t const n = m.num_devices();
     // The devices meet only for an all-reduce: a reduction that needs none makes no team.
     std::optional<detail::team> t;
-    if (!red_axes.empty()) t.emplace(n, m.device_ids());
+    if (!red_axes.empty()) t.emplace(n, std::span<int const>(m.device_ids()));  // the mesh outlives the team
     std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());
     std::vector<device_buffer<V>> buffers(n);
     try {

@@ -108,6 +108,7 @@ struct process_layout {
   std::vector<std::size_t> process_of;        // each mesh position's process
   std::vector<std::size_t> index_in_process;  // its rank among that process's mesh positions
   std::vector<std::size_t> per_process;       // mesh positions in each process
+  std::vector<int> local_ids;                 // this process's device ids, in mesh order (the team)
 };
 
 /// The layouts of the meshes a pool's shard_maps ran on, newest last (kept in device_pool's
@@ -160,7 +161,10 @@ inline process_layout make_process_layout(device_pool& pool, std::vector<int> co
     std::size_t const p = static_cast<std::size_t>(pool.process_of(ids[q]));
     r.process_of[q] = p;
     r.index_in_process[q] = r.per_process[p]++;
-    if (pool.is_local(ids[q])) r.process = p;
+    if (pool.is_local(ids[q])) {
+      r.process = p;
+      r.local_ids.push_back(ids[q]);
+    }
   }
   for (std::size_t p = 0; p < procs; ++p)
     if (r.per_process[p] == 0)

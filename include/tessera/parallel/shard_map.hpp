@@ -325,19 +325,13 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     std::size_t local_count = 0;
     for (int d : ids) local_count += pool->is_local(d) ? std::size_t{1} : std::size_t{0};
     bool const spans = local_count != n;
-    std::vector<std::size_t> team_pos;
-    std::vector<int> local_ids;
     std::optional<detail::process_run> xp;
-    if (spans) {
-      team_pos.assign(n, n);
-      for (std::size_t p = 0; p < n; ++p)
-        if (pool->is_local(ids[p])) {
-          team_pos[p] = local_ids.size();
-          local_ids.push_back(ids[p]);
-        }
-      xp.emplace(detail::make_process_run(*pool, ids, sizes, local_ids.size()));
-    }
-    detail::team t(spans ? local_ids.size() : n, spans ? local_ids : ids);
+    if (spans) xp.emplace(detail::make_process_run(*pool, ids, sizes, local_count));
+    // The team's ids and each local position's place in it come from the mesh, or from its
+    // layout among the processes (kept by the pool): nothing copied per call.
+    std::span<int const> const team_ids = spans ? std::span<int const>(xp->layout->local_ids) : std::span<int const>(ids);
+    std::vector<std::size_t> const* const team_pos = spans ? &xp->layout->index_in_process : nullptr;
+    detail::team t(team_ids.size(), team_ids);
     std::vector<std::optional<owned_t>> results(n);
     std::tuple<std::vector<device_buffer<typename std::tuple_element_t<J, owned_t>::value_type>>...> buffers;
     (std::get<J>(buffers).resize(n), ...);
@@ -347,7 +341,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
         std::size_t const pos = *mesh_.position_of(d);
         detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
         fr.check_vma = CheckVma;
-        fr.team_pos = spans ? team_pos[pos] : pos;
+        fr.team_pos = team_pos != nullptr ? (*team_pos)[pos] : pos;
         fr.xp = xp ? &*xp : nullptr;
         detail::frame_guard guard(fr);
         try {

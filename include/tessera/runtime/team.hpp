@@ -114,8 +114,14 @@ struct alignas(64) mailbox {
 /// The n devices of one run, by position 0..n-1 (their mesh positions).
 class team {
  public:
-  explicit team(std::size_t n, std::vector<int> device_ids)
-      : n_(n), ids_(std::move(device_ids)), spin_(spin_budget(static_cast<unsigned>(n))) {
+  explicit team(std::size_t n, std::vector<int> device_ids) : team(n, std::span<int const>{}) {
+    owned_ids_ = std::move(device_ids);
+    ids_ = owned_ids_;
+  }
+  /// A team whose device ids the caller keeps alive for the team's lifetime (a shard_map's mesh
+  /// or process layout): no copy of them on every call.
+  team(std::size_t n, std::span<int const> device_ids)
+      : n_(n), ids_(device_ids), spin_(spin_budget(static_cast<unsigned>(n))) {
     // A small team (a shard_map on a few devices, or one per process) lives in the object
     // itself: an over-aligned heap array cost a shard_map between processes a tenth of its time.
     if (n > small) {
@@ -296,7 +302,8 @@ class team {
   static constexpr std::array<std::size_t, small> iota_{0, 1, 2, 3};
 
   std::size_t n_;
-  std::vector<int> ids_;
+  std::vector<int> owned_ids_;
+  std::span<int const> ids_;
   std::array<member, small> inline_{};
   std::unique_ptr<member[]> heap_;
   member* members_ = nullptr;
