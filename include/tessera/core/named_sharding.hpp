@@ -73,7 +73,7 @@ class named_sharding {
     for (std::size_t i = 0; i < Spec::size; ++i) {
       dim_spec const d = Spec::dims[i];
       out[i].count = std::min(d.count(), dim_spec::max_axes);
-      for (std::size_t a = 0; a < out[i].count && a < dim_spec::max_axes; ++a)
+      for (std::size_t a = 0; a < out[i].count; ++a)
         out[i].axis[a] = Mesh::index_of(d.axis(a)).value_or(0);
     }
     return out;

@@ -4,7 +4,6 @@
 // are the blocks of the outputs, laid out by out_specs.
 
 #include <algorithm>
-#include <concepts>
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -126,14 +125,6 @@ struct device_result {
   shape_t<N> shape{};
 };
 
-/// An xtensor container or adaptor whose elements of type T lie in row-major order at data().
-template <class E, class T>
-concept contiguous_row_major_of = xt::has_data_interface<E>::value && requires(E const& e) {
-  E::static_layout;
-  E::contiguous_layout;
-  { e.data() } -> std::convertible_to<T const*>;
-} && E::contiguous_layout && E::static_layout == xt::layout_type::row_major;
-
 /// A body result evaluated, in one pass, into memory from the device's cache (lazy expressions
 /// may point at the blocks, so this runs on the device's thread before the body's frame ends).
 template <class V>
@@ -161,7 +152,7 @@ auto own_result(V&& v, device_memory* memory) {
       if (count != 0) {
         // A row-major contiguous block or container is copied as memory (xtensor's assignment
         // copied a 4 KiB block element by element: a quarter of an empty shard_map's instructions).
-        if constexpr (contiguous_row_major_of<std::decay_t<V>, T>) {
+        if constexpr (row_major_contiguous<V>) {  // array/device_put.hpp; its elements are T
           std::copy_n(v.data(), count, r.buf.data());
         } else {
           auto dst = xt::adapt(r.buf.data(), count, xt::no_ownership(), shape);
