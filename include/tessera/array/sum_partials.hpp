@@ -148,8 +148,10 @@ struct partial_sum {
       sig = fnv1a_value(sig, static_cast<int>(op));
       for (auto d : shape) sig = fnv1a_value(sig, d);
       for (std::size_t i = 0; i < unreduced.count(); ++i) {
-        auto const name = unreduced.axis(i).view();
-        sig = fnv1a(name.data(), name.size(), sig);
+        // The name held here: axis() returns it by value, and a view of that temporary would
+        // dangle before fnv1a read it (AddressSanitizer, stack-use-after-scope).
+        axis_name const name = unreduced.axis(i);
+        sig = fnv1a(name.view().data(), name.view().size(), sig);
       }
       for (int d : from.ids) sig = fnv1a_value(sig, d);
       for (int d : to.ids) sig = fnv1a_value(sig, d);
