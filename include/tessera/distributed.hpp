@@ -19,9 +19,11 @@
 #include <span>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <thread>
 #include <vector>
@@ -35,6 +37,7 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/runtime/team.hpp"
 #include "tessera/array/to_host.hpp"
+#include "tessera/runtime/fnv1a.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
 #include "tessera/runtime/runtime.hpp"
@@ -486,6 +489,115 @@ auto process_allgather(E const& x, bool tiled = false) {
       return detail::process_allgather_host<T>(host.data(), std::vector<std::size_t>(host.shape().begin(), host.shape().end()), tiled);
     }
   }
+}
+
+namespace detail {
+
+/// The header of process_allgather's check, for one process's x.
+template <class T>
+gather_header header_of(std::vector<std::size_t> const& shape, char const* where) {
+  if (shape.size() > 8) throw std::invalid_argument(std::string("tessera::") + where + ": rank above 8 is not supported");
+  gather_header h;
+  h.elem_size = sizeof(T);
+  h.elem_kind = elem_kind<T>();
+  h.rank = static_cast<std::uint32_t>(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) h.dims[i] = shape[i];
+  return h;
+}
+
+/// x as row-major host data: an array's value (fully addressable), or an expression evaluated.
+template <class E>
+auto host_value(E const& x) {
+  if constexpr (array_type<E>) {
+    return to_host(x);
+  } else {
+    using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
+    return xt::xarray<T>(x);
+  }
+}
+
+}  // namespace detail
+
+/// multihost_utils.sync_global_devices(name): waits until every process has reached the barrier
+/// named `name`. The processes compare the names first, so processes at different barriers all
+/// throw, naming both, instead of passing each other.
+inline void sync_global_devices(std::string_view name) {
+  auto const* rt = detail::current_distributed.load();
+  if (rt == nullptr) return;  // one process: nobody to wait for
+  auto const& env = rt->environment();
+  env.check_caller("tessera::sync_global_devices");
+  std::uint64_t const h = detail::fnv1a(name.data(), name.size(), 14695981039346656037ull);
+  std::vector<std::uint64_t> hashes;
+  {
+    std::lock_guard lock(env.call_mutex());
+    hashes = detail::mpi_allgather_values(env, h);
+  }
+  std::size_t const other = static_cast<std::size_t>(
+      std::find_if(hashes.begin(), hashes.end(), [&](std::uint64_t x) { return x != hashes[0]; }) - hashes.begin());
+  if (other == hashes.size()) return;
+  // Every process saw the same hashes, so all of them are here: gather the names for the message.
+  auto const names = detail::process_allgather_host<char>(name.data(), {name.size()}, true);
+  std::vector<std::uint64_t> const lengths =
+      [&] { std::lock_guard lock(env.call_mutex()); return detail::mpi_allgather_values(env, std::uint64_t{name.size()}); }();
+  std::size_t start = 0;
+  std::vector<std::string> each;
+  for (auto n : lengths) {
+    each.emplace_back(names.data() + start, names.data() + start + n);
+    start += static_cast<std::size_t>(n);
+  }
+  throw std::runtime_error("tessera::sync_global_devices: process 0 is at the barrier '" + each[0] + "' and process " +
+                           std::to_string(other) + " at '" + each[other] +
+                           "'; every process must reach the same barriers in the same order");
+}
+
+/// multihost_utils.broadcast_one_to_all(x, is_source): the source process's x on every process, as
+/// an xt::xarray. The source is process 0, or the one process whose is_source is true. Every
+/// process gives x of the same element type and shape (the others' values are not read); a
+/// disagreement, or a number of sources other than one, throws on every process.
+template <class E>
+auto broadcast_one_to_all(E const& x, std::optional<bool> is_source = std::nullopt) {
+  auto value = detail::host_value(x);
+  using T = typename decltype(value)::value_type;
+  auto const* rt = detail::current_distributed.load();
+  if (rt == nullptr) {
+    if (is_source.has_value() && !*is_source)
+      throw std::invalid_argument("tessera::broadcast_one_to_all: no process is the source (is_source is false on the "
+                                  "only process)");
+    return value;
+  }
+  auto const& env = rt->environment();
+  env.check_caller("tessera::broadcast_one_to_all");
+  std::vector<std::size_t> const shape(value.shape().begin(), value.shape().end());
+  struct broadcast_header {
+    detail::gather_header x;
+    std::uint32_t source = 0;
+  };
+  broadcast_header mine{detail::header_of<T>(shape, "broadcast_one_to_all"),
+                        is_source.value_or(env.rank() == 0) ? 1u : 0u};
+  std::lock_guard lock(env.call_mutex());
+  auto const all = detail::mpi_allgather_values(env, mine);
+  int root = -1, sources = 0;
+  for (std::size_t p = 0; p < all.size(); ++p) {
+    auto const& a = all[0].x;
+    auto const& b = all[p].x;
+    bool same = a.elem_size == b.elem_size && a.elem_kind == b.elem_kind && a.rank == b.rank;
+    for (std::uint32_t i = 0; same && i < a.rank; ++i) same = a.dims[i] == b.dims[i];
+    if (!same)
+      throw std::invalid_argument("tessera::broadcast_one_to_all: process 0 gives " + std::to_string(a.elem_size) +
+                                  "-byte elements of shape " + detail::dims_string(a) + " and process " +
+                                  std::to_string(p) + " gives " + std::to_string(b.elem_size) +
+                                  "-byte elements of shape " + detail::dims_string(b) +
+                                  "; every process must give the source's element type and shape");
+    if (all[p].source != 0) {
+      ++sources;
+      if (root < 0) root = static_cast<int>(p);
+    }
+  }
+  if (sources != 1)
+    throw std::invalid_argument("tessera::broadcast_one_to_all: " + std::to_string(sources) +
+                                " processes say is_source = true; exactly one must");
+  detail::mpi_bcast_rounds(env.comm(), value.data(), value.size() * sizeof(T), root);
+  return value;
 }
 
 /// jax.make_array_from_process_local_data(sharding, local_data, global_shape): a global array

@@ -9,7 +9,10 @@
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -125,6 +128,59 @@ void check_gathers(tessera::distributed::runtime& rt) {
     t.join();
     EXPECT(other.find("from a thread other than the one that made the distributed runtime") != std::string::npos);
   }
+}
+
+/// multihost_utils.broadcast_one_to_all and sync_global_devices.
+void check_broadcast_and_sync(tessera::distributed::runtime& rt) {
+  int const me = rt.process_index(), n = rt.process_count();
+  auto const values_of = [](int p) {
+    xt::xtensor<double, 2> v = xt::reshape_view(xt::arange<double>(12.0), {3, 4}) + 100.0 * p;
+    return v;
+  };
+  // Process 0 is the source by default; every process gets its values, whatever it passed.
+  auto const from0 = tessera::broadcast_one_to_all(values_of(me));
+  EXPECT(from0.dimension() == 2 && from0.shape()[0] == 3 && from0.shape()[1] == 4);
+  EXPECT(from0 == values_of(0));
+  // Another source, an expression as x, and rounds of a few bytes (MPI's int counts split).
+  tessera::detail::mpi_max_bytes_per_call = 5;
+  auto const last = tessera::broadcast_one_to_all(xt::xtensor<std::int16_t, 1>(xt::arange<std::int16_t>(9)) *
+                                                      static_cast<std::int16_t>(me + 1),
+                                                  me == n - 1);
+  tessera::detail::mpi_max_bytes_per_call = static_cast<std::size_t>(INT_MAX);
+  for (std::size_t i = 0; i < 9; ++i) EXPECT(last(i) == static_cast<std::int16_t>(i) * n);
+  // A scalar, and a fully addressable array of this process's devices.
+  EXPECT(tessera::broadcast_one_to_all(xt::xarray<int>(7 * me + 3), me == 1)() == 10);
+  auto const local = tessera::make_mesh<"x">({rt.local_device_count()}, tessera::local_devices());
+  auto const a = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(6.0f) + static_cast<float>(me)),
+                                     tessera::named_sharding(local, tessera::P<"x">{}));
+  auto const from_array = tessera::broadcast_one_to_all(a, me == n - 1);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT(from_array(i) == static_cast<float>(i) + static_cast<float>(n - 1));
+  // Refusals, on every process alike (none is left in a broadcast).
+  std::string const two = error_of([&] { (void)tessera::broadcast_one_to_all(values_of(me), me <= 1); });
+  EXPECT(two.find("2 processes say is_source = true; exactly one must") != std::string::npos);
+  std::string const none = error_of([&] { (void)tessera::broadcast_one_to_all(values_of(me), false); });
+  EXPECT(none.find("0 processes say is_source = true") != std::string::npos);
+  std::string const shapes = error_of([&] {
+    if (me == 1) (void)tessera::broadcast_one_to_all(xt::xtensor<double, 1>(xt::zeros<double>({std::size_t{5}})));
+    else (void)tessera::broadcast_one_to_all(xt::xtensor<double, 1>(xt::zeros<double>({std::size_t{4}})));
+  });
+  EXPECT(shapes.find("process 0 gives 8-byte elements of shape (4,) and process 1 gives 8-byte elements of shape (5,)") !=
+         std::string::npos);
+  // After the refusals the processes are still in step.
+  EXPECT(tessera::broadcast_one_to_all(xt::xarray<int>(me + 40))() == 40);
+
+  // sync_global_devices: a barrier, so no process leaves it before the last one arrives (the
+  // last one here comes 300 ms late; the others' wait is measured from the same start).
+  tessera::sync_global_devices("start");
+  auto const t0 = std::chrono::steady_clock::now();
+  if (me == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  tessera::sync_global_devices("late");
+  EXPECT(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(150));
+  tessera::sync_global_devices("");
+  // Processes at different barriers all throw, naming both.
+  std::string const apart = error_of([&] { tessera::sync_global_devices(me == 1 ? "epoch 2" : "epoch 1"); });
+  EXPECT(apart.find("process 0 is at the barrier 'epoch 1' and process 1 at 'epoch 2'") != std::string::npos);
+  tessera::sync_global_devices("after the mismatch");
 }
 
 /// The value every process expects at (i, j) of the global test arrays.
@@ -442,6 +498,7 @@ void check_runtime(tessera::distributed::runtime& rt, int world_rank, int world_
   MPI_Comm_compare(rt.communicator(), MPI_COMM_WORLD, &cmp);
   EXPECT(cmp == MPI_CONGRUENT);  // a duplicate, not MPI_COMM_WORLD itself
   check_gathers(rt);
+  check_broadcast_and_sync(rt);
   check_global(rt);
   check_reshard_across(rt);
   check_large_sums(rt);
@@ -478,6 +535,14 @@ int main(int argc, char** argv) {
       EXPECT(tessera::process_index() == world_rank);
     }
     EXPECT(tessera::process_count() == 1);  // no runtime now
+    {
+      // Without a runtime this process is the only one: its own values, and no barrier to wait at.
+      xt::xtensor<int, 1> const own = xt::arange<int>(3) + world_rank;
+      EXPECT(tessera::broadcast_one_to_all(own) == own);
+      EXPECT(error_of([&] { (void)tessera::broadcast_one_to_all(own, false); }).find("no process is the source") !=
+             std::string::npos);
+      tessera::sync_global_devices("alone");
+    }
     int finalized = 1;
     MPI_Finalized(&finalized);
     EXPECT(!finalized);  // tessera did not initialise MPI, so it did not finalise it

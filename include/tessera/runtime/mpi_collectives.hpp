@@ -298,6 +298,19 @@ inline void mpi_alltoall_rounds(MPI_Comm comm, void const* send, void* recv, std
   mpi_alltoall_rounds(comm, size, me, send, recv, bytes, skip_self);
 }
 
+/// MPI_Ibcast of `bytes` bytes from process `root` of comm into `data` everywhere, in rounds of
+/// at most mpi_max_bytes_per_call bytes (MPI counts are ints).
+inline void mpi_bcast_rounds(MPI_Comm comm, void* data, std::size_t bytes, int root) {
+  std::size_t const step = std::max<std::size_t>(1, mpi_max_bytes_per_call.load());
+  auto* p = static_cast<std::byte*>(data);
+  for (std::size_t off = 0; off < bytes; off += step) {
+    int const n = static_cast<int>(std::min(step, bytes - off));
+    mpi_collective(
+        comm, "MPI_Bcast", [&] { return MPI_Bcast(p + off, n, MPI_BYTE, root, comm); },
+        [&](MPI_Request* r) { return MPI_Ibcast(p + off, n, MPI_BYTE, root, comm, r); });
+  }
+}
+
 /// Every process's bytes, concatenated in process order; `counts` receives each one's count.
 inline std::vector<std::byte> mpi_allgatherv_bytes(mpi_environment const& env, std::span<std::byte const> mine,
                                                    std::vector<std::uint64_t>& counts) {
