@@ -340,6 +340,18 @@ inline std::string dims_string(gather_header const& h) {
   return s + (h.rank == 1 ? ",)" : ")");
 }
 
+/// What one process says about its x (a gather's or a broadcast's), before any data moves.
+template <class T>
+gather_header header_of(std::vector<std::size_t> const& shape, char const* where) {
+  if (shape.size() > 8) throw std::invalid_argument(std::string("tessera::") + where + ": rank above 8 is not supported");
+  gather_header h;
+  h.elem_size = sizeof(T);
+  h.elem_kind = elem_kind<T>();
+  h.rank = static_cast<std::uint32_t>(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) h.dims[i] = shape[i];
+  return h;
+}
+
 /// Gathers each process's row-major host data (`data`, of `shape`); every process checks every
 /// header, so all of them throw the same error together (none is left waiting).
 template <class T>
@@ -356,15 +368,10 @@ xt::xarray<T> process_allgather_host(T const* data, std::vector<std::size_t> con
   }
   auto const& env = rt->environment();
   env.check_caller("tessera::process_allgather");
-  if (shape.size() > 8) throw std::invalid_argument("tessera::process_allgather: rank above 8 is not supported");
+  gather_header mine = header_of<T>(shape, "process_allgather");
   if (tiled && shape.empty())
     throw std::invalid_argument("tessera::process_allgather: tiled=true concatenates along dimension 0, and a scalar has none");
-  gather_header mine;
-  mine.elem_size = sizeof(T);
-  mine.elem_kind = elem_kind<T>();
-  mine.rank = static_cast<std::uint32_t>(shape.size());
   mine.tiled = tiled ? 1u : 0u;
-  for (std::size_t i = 0; i < shape.size(); ++i) mine.dims[i] = shape[i];
   std::lock_guard lock(env.call_mutex());
   auto const all = mpi_allgather_values(env, mine);
   for (std::size_t p = 1; p < all.size(); ++p) {
@@ -492,18 +499,6 @@ auto process_allgather(E const& x, bool tiled = false) {
 }
 
 namespace detail {
-
-/// The header of process_allgather's check, for one process's x.
-template <class T>
-gather_header header_of(std::vector<std::size_t> const& shape, char const* where) {
-  if (shape.size() > 8) throw std::invalid_argument(std::string("tessera::") + where + ": rank above 8 is not supported");
-  gather_header h;
-  h.elem_size = sizeof(T);
-  h.elem_kind = elem_kind<T>();
-  h.rank = static_cast<std::uint32_t>(shape.size());
-  for (std::size_t i = 0; i < shape.size(); ++i) h.dims[i] = shape[i];
-  return h;
-}
 
 /// x as row-major host data: an array's value (fully addressable), or an expression evaluated.
 template <class E>
