@@ -3,7 +3,8 @@
 # Builds the benchmarks in build/bench-mpi (Release, -O3 -march=native, one target at a time)
 # first, then prints the machine line and three tables:
 #   1. 2 processes of 1 device: process_allgather and a reshard against MPI_Allgather, a sum
-#      against MPI_Allreduce (bench/mpi/process_allgather_bench.cpp);
+#      against MPI_Allreduce, broadcast_one_to_all against MPI_Bcast
+#      (bench/mpi/process_allgather_bench.cpp);
 #   2. 2 processes of 1 device: a shard_map over both devices whose body is one psum,
 #      all_gather or all_to_all (tiled) of 4 KiB and 4 MiB per device, against MPI_Allreduce,
 #      MPI_Allgather and MPI_Alltoall, with an empty shard_map to tell the shard_map's own cost

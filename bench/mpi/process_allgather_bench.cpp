@@ -8,6 +8,7 @@
 //              process (one exchange, after the processes compare a signature) against MPI_Allgather
 //   sum        tessera::sum<0> of a [processes, n] array with a row per process, replicated
 //              result (each process's row to the others, summed in process order) against MPI_Allreduce
+//   broadcast  tessera::broadcast_one_to_all of host data from process 0 against MPI_Bcast
 // Each row times the tessera call and the MPI call in turns (five rounds, the medians), so a
 // change in the machine's load falls on both. tessera's calls add what JAX's do: the processes agree first (one small allgather), and the
 // result is a fresh array.
@@ -59,5 +60,10 @@ int main(int argc, char** argv) {
                               MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
                             }});
     report("sum", bytes, t[0], t[1]);
+    // Process 0's data on every process (multihost_utils.broadcast_one_to_all); MPI_Bcast in place.
+    std::vector<float> buf(mine.begin(), mine.end());
+    t = interleaved_medians(comm, {[&] { auto r = tessera::broadcast_one_to_all(mine); (void)r; },
+                                   [&] { MPI_Bcast(buf.data(), static_cast<int>(count), MPI_FLOAT, 0, comm); }});
+    report("broadcast", bytes, t[0], t[1]);
   }
 }

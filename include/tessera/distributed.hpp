@@ -498,21 +498,6 @@ auto process_allgather(E const& x, bool tiled = false) {
   }
 }
 
-namespace detail {
-
-/// x as row-major host data: an array's value (fully addressable), or an expression evaluated.
-template <class E>
-auto host_value(E const& x) {
-  if constexpr (array_type<E>) {
-    return to_host(x);
-  } else {
-    using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
-    return xt::xarray<T>(x);
-  }
-}
-
-}  // namespace detail
-
 /// multihost_utils.sync_global_devices(name): waits until every process has reached the barrier
 /// named `name`. The processes compare the names first, so processes at different barriers all
 /// throw, naming both, instead of passing each other.
@@ -551,11 +536,23 @@ inline void sync_global_devices(std::string_view name) {
 /// disagreement, or a number of sources other than one, throws on every process.
 template <class E>
 auto broadcast_one_to_all(E const& x, std::optional<bool> is_source = std::nullopt) {
-  auto value = detail::host_value(x);
-  using T = typename decltype(value)::value_type;
   auto const* rt = detail::current_distributed.load();
+  bool const source = is_source.value_or(rt == nullptr || rt->process_index() == 0);
+  // Only the source's values are read: another process's host expression is not evaluated, and
+  // its result is written only by the broadcast (a 4 MiB copy was a third of the call). An
+  // array is read everywhere, so that one that is not fully addressable throws on every process.
+  auto value = [&] {
+    if constexpr (array_type<E>) {
+      return to_host(x);
+    } else {
+      using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
+      if (source || rt == nullptr) return xt::xarray<T>(x);
+      return xt::xarray<T>::from_shape(std::vector<std::size_t>(x.shape().begin(), x.shape().end()));
+    }
+  }();
+  using T = typename decltype(value)::value_type;
   if (rt == nullptr) {
-    if (is_source.has_value() && !*is_source)
+    if (!source)
       throw std::invalid_argument("tessera::broadcast_one_to_all: no process is the source (is_source is false on the "
                                   "only process)");
     return value;
@@ -567,8 +564,7 @@ auto broadcast_one_to_all(E const& x, std::optional<bool> is_source = std::nullo
     detail::gather_header x;
     std::uint32_t source = 0;
   };
-  broadcast_header mine{detail::header_of<T>(shape, "broadcast_one_to_all"),
-                        is_source.value_or(env.rank() == 0) ? 1u : 0u};
+  broadcast_header mine{detail::header_of<T>(shape, "broadcast_one_to_all"), source ? 1u : 0u};
   std::lock_guard lock(env.call_mutex());
   auto const all = detail::mpi_allgather_values(env, mine);
   int root = -1, sources = 0;
