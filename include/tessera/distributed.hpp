@@ -516,13 +516,15 @@ inline void sync_global_devices(std::string_view name) {
       std::find_if(hashes.begin(), hashes.end(), [&](std::uint64_t x) { return x != hashes[0]; }) - hashes.begin());
   if (other == hashes.size()) return;
   // Every process saw the same hashes, so all of them are here: gather the names for the message.
-  auto const names = detail::process_allgather_host<char>(name.data(), {name.size()}, true);
-  std::vector<std::uint64_t> const lengths =
-      [&] { std::lock_guard lock(env.call_mutex()); return detail::mpi_allgather_values(env, std::uint64_t{name.size()}); }();
-  std::size_t start = 0;
+  std::vector<std::uint64_t> lengths;
+  std::vector<std::byte> const names = [&] {
+    std::lock_guard lock(env.call_mutex());
+    return detail::mpi_allgatherv_bytes(env, std::as_bytes(std::span<char const>(name.data(), name.size())), lengths);
+  }();
   std::vector<std::string> each;
+  std::size_t start = 0;
   for (auto n : lengths) {
-    each.emplace_back(names.data() + start, names.data() + start + n);
+    each.emplace_back(reinterpret_cast<char const*>(names.data()) + start, static_cast<std::size_t>(n));
     start += static_cast<std::size_t>(n);
   }
   throw std::runtime_error("tessera::sync_global_devices: process 0 is at the barrier '" + each[0] + "' and process " +
@@ -538,6 +540,9 @@ template <class E>
 auto broadcast_one_to_all(E const& x, std::optional<bool> is_source = std::nullopt) {
   auto const* rt = detail::current_distributed.load();
   bool const source = is_source.value_or(rt == nullptr || rt->process_index() == 0);
+  if (rt == nullptr && !source)
+    throw std::invalid_argument("tessera::broadcast_one_to_all: no process is the source (is_source is false on the "
+                                "only process)");
   // Only the source's values are read: another process's host expression is not evaluated, and
   // its result is written only by the broadcast (a 4 MiB copy was a third of the call). An
   // array is read everywhere, so that one that is not fully addressable throws on every process.
@@ -546,17 +551,12 @@ auto broadcast_one_to_all(E const& x, std::optional<bool> is_source = std::nullo
       return to_host(x);
     } else {
       using T = std::remove_cv_t<typename std::decay_t<E>::value_type>;
-      if (source || rt == nullptr) return xt::xarray<T>(x);
+      if (source) return xt::xarray<T>(x);
       return xt::xarray<T>::from_shape(std::vector<std::size_t>(x.shape().begin(), x.shape().end()));
     }
   }();
   using T = typename decltype(value)::value_type;
-  if (rt == nullptr) {
-    if (!source)
-      throw std::invalid_argument("tessera::broadcast_one_to_all: no process is the source (is_source is false on the "
-                                  "only process)");
-    return value;
-  }
+  if (rt == nullptr) return value;
   auto const& env = rt->environment();
   env.check_caller("tessera::broadcast_one_to_all");
   std::vector<std::size_t> const shape(value.shape().begin(), value.shape().end());
