@@ -494,15 +494,21 @@ auto reduce(local_tracer<T, N> const& x, char const* what) {
 }
 }  // namespace detail::ad
 
+namespace detail::ad {
+/// An axis as NumPy names it (-1 the last) as an index; one out of range stays out of range.
+template <int Axis, std::size_t N>
+inline constexpr std::size_t local_axis = static_cast<std::size_t>(Axis < 0 ? Axis + static_cast<long>(N) : Axis);
+}  // namespace detail::ad
+
 /// jnp.sum(x, axis=Axes) in a differentiated shard_map body (every axis when none).
-template <std::size_t... Axes, local_traced X>
+template <int... Axes, local_traced X>
 auto sum(X const& x) {
-  return detail::ad::reduce<false, Axes...>(x, "sum");
+  return detail::ad::reduce<false, detail::ad::local_axis<Axes, X::rank>...>(x, "sum");
 }
 /// jnp.mean(x, axis=Axes) in a differentiated shard_map body.
-template <std::size_t... Axes, local_traced X>
+template <int... Axes, local_traced X>
 auto mean(X const& x) {
-  return detail::ad::reduce<true, Axes...>(x, "mean");
+  return detail::ad::reduce<true, detail::ad::local_axis<Axes, X::rank>...>(x, "mean");
 }
 
 namespace detail::ad {
@@ -530,14 +536,14 @@ auto choose_recorded(local_tracer<T, N> const& x, char const* what) {
 }  // namespace detail::ad
 
 /// jnp.max(x, axis=Axes) in a differentiated shard_map body (every axis when none).
-template <std::size_t... Axes, local_traced X>
+template <int... Axes, local_traced X>
 auto max(X const& x) {
-  return detail::ad::choose_recorded<true, Axes...>(x, "max");
+  return detail::ad::choose_recorded<true, detail::ad::local_axis<Axes, X::rank>...>(x, "max");
 }
 /// jnp.min(x, axis=Axes) in a differentiated shard_map body (every axis when none).
-template <std::size_t... Axes, local_traced X>
+template <int... Axes, local_traced X>
 auto min(X const& x) {
-  return detail::ad::choose_recorded<false, Axes...>(x, "min");
+  return detail::ad::choose_recorded<false, detail::ad::local_axis<Axes, X::rank>...>(x, "min");
 }
 
 // ---- matmul and transpose --------------------------------------------------------------------

@@ -37,14 +37,15 @@ template <class A, class B>
 concept binary = (traced_value<A> || traced_value<B>) && operand<A> && operand<B>;
 
 /// Axes of a reduction over `Axes...` of a rank-N operand (every axis when none is given).
-template <std::size_t N, std::size_t... Axes>
+template <std::size_t N, int... Axes>
 constexpr std::array<std::size_t, sizeof...(Axes) == 0 ? N : sizeof...(Axes)> reduced_axes() {
   if constexpr (sizeof...(Axes) == 0) {
     std::array<std::size_t, N> a{};
     for (std::size_t i = 0; i < N; ++i) a[i] = i;
     return a;
   } else {
-    std::array<std::size_t, sizeof...(Axes)> a{Axes...};
+    // -1 is the last dimension (the forward reduction has checked the axes).
+    std::array<std::size_t, sizeof...(Axes)> a{static_cast<std::size_t>(Axes < 0 ? Axes + static_cast<int>(N) : Axes)...};
     std::sort(a.begin(), a.end());
     return a;
   }
@@ -60,7 +61,7 @@ constexpr bool leading(std::array<std::size_t, K> const& a) {
 
 /// g (an array, the cotangent of a reduction over Axes of p) with size-1 dimensions put back
 /// where p was reduced, then broadcast to p's shape.
-template <std::size_t... Axes, class G, class P>
+template <int... Axes, class G, class P>
 auto spread(G const& g, P const& p) {
   constexpr std::size_t N = operand_traits<stored_t<P>>::rank;
   constexpr auto axes = reduced_axes<N, Axes...>();
@@ -78,7 +79,7 @@ auto spread(G const& g, P const& p) {
 }
 
 /// Product of p's dimensions reduced over Axes (the count a mean divides by).
-template <std::size_t... Axes, class P>
+template <int... Axes, class P>
 double reduced_count(P const& p) {
   constexpr auto axes = reduced_axes<operand_traits<stored_t<P>>::rank, Axes...>();
   auto const s = shape_of(p);
@@ -318,7 +319,7 @@ auto astype(X const& x) {
 // ---- reductions --------------------------------------------------------------------------------
 
 /// jnp.sum of a tracer: g spread over the reduced dimensions.
-template <std::size_t... Axes, traced_value X>
+template <int... Axes, traced_value X>
 auto sum(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::sum<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
@@ -332,7 +333,7 @@ auto sum(X const& x) {
 }
 
 /// jnp.mean of a tracer: g / n spread over the reduced dimensions (n elements each).
-template <std::size_t... Axes, traced_value X>
+template <int... Axes, traced_value X>
 auto mean(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::mean<Axes...>(primal_of(x)), [x](auto const& g, auto const&) {
@@ -351,7 +352,7 @@ auto mean(X const& x) {
 namespace detail::ad {
 /// max and min: g goes to the elements equal to the result, shared equally among ties
 /// (JAX's _reduce_chooser_jvp_rule).
-template <std::size_t... Axes, class X, class G, class Y>
+template <int... Axes, class X, class G, class Y>
 auto chooser_contribution(X const& x, G const& g, Y const& y) {
   using T = typename G::value_type;
   auto const& p = x.primal();
@@ -362,7 +363,7 @@ auto chooser_contribution(X const& x, G const& g, Y const& y) {
 }  // namespace detail::ad
 
 /// jnp.max of a tracer: g to the maximal elements, shared among ties.
-template <std::size_t... Axes, traced_value X>
+template <int... Axes, traced_value X>
 auto max(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::max<Axes...>(primal_of(x)), [x](auto const& g, auto const& y) {
@@ -371,7 +372,7 @@ auto max(X const& x) {
 }
 
 /// jnp.min of a tracer: g to the minimal elements, shared among ties.
-template <std::size_t... Axes, traced_value X>
+template <int... Axes, traced_value X>
 auto min(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::min<Axes...>(primal_of(x)), [x](auto const& g, auto const& y) {
@@ -380,7 +381,7 @@ auto min(X const& x) {
 }
 
 /// jnp.prod of a tracer: g times the product of the other elements, exact where elements are 0.
-template <std::size_t... Axes, traced_value X>
+template <int... Axes, traced_value X>
 auto prod(X const& x) {
   using namespace detail::ad;
   return record(tape_of(x), tessera::prod<Axes...>(primal_of(x)), [x](auto const& g, auto const& y) {

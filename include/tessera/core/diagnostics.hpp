@@ -146,4 +146,24 @@ struct matmul_operands_must_be_numeric_arrays_of_rank_at_least_1 {
   static constexpr bool value = true;
 };
 
+/// Fires when expand_dims names a position out of range for its result, or one twice.
+template <std::size_t ResultRank, bool Ok>
+struct expand_dims_axes_must_be_distinct_dimensions_of_the_result {
+  static_assert(Ok,
+                "tessera::expand_dims: an axis is out of range for the result, or named twice (the result's rank "
+                "is the argument of 'expand_dims_axes_must_be_distinct_dimensions_of_the_result<rank>' above); "
+                "name at least one position from -rank to rank - 1 of the result, each once");
+  static constexpr bool value = true;
+};
+
+/// Fires when squeeze names a dimension out of range for its operand, or one twice.
+template <std::size_t Rank, bool Ok>
+struct squeeze_axes_must_be_distinct_dimensions_of_the_operand {
+  static_assert(Ok,
+                "tessera::squeeze: an axis is out of range for the operand, or named twice (the operand's rank is "
+                "the argument of 'squeeze_axes_must_be_distinct_dimensions_of_the_operand<rank>' above); name at "
+                "least one dimension from -rank to rank - 1, each once");
+  static constexpr bool value = true;
+};
+
 }  // namespace tessera::diagnostic

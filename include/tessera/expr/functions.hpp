@@ -316,7 +316,10 @@ auto astype(X&& x) {
 }
 
 namespace detail {
-template <class Op, std::size_t... Axes, class X>
+/// Axes as NumPy names them (-1 the last), normalised once here: the reduction node and
+/// everything after it see dimensions 0 to rank - 1 (an out-of-range axis becomes `rank`,
+/// which the diagnostic below rejects).
+template <class Op, int... Axes, class X>
 auto make_reduction(X x) {
   constexpr std::size_t N = operand_traits<X>::rank;
   if constexpr (sizeof...(Axes) == 0) {
@@ -324,37 +327,45 @@ auto make_reduction(X x) {
       return reduction<Op, X, I...>(std::move(x));
     }(std::make_index_sequence<N>{});
   } else {
-    constexpr bool ok = valid_axes(std::array<std::size_t, sizeof...(Axes)>{Axes...}, N);
+    constexpr std::array<std::size_t, sizeof...(Axes)> axes{
+        (Axes < 0 ? (Axes + static_cast<long>(N) < 0 ? N : static_cast<std::size_t>(Axes + static_cast<long>(N)))
+                  : static_cast<std::size_t>(Axes))...};
+    constexpr bool ok = valid_axes(axes, N);
     static_assert(diagnostic::reduction_axes_must_be_distinct_dimensions_of_the_operand<Op, N, ok>::value);
-    if constexpr (ok) return reduction<Op, X, Axes...>(std::move(x));
-    else return failed_expression<typename operand_traits<X>::value_type, 0, typename operand_traits<X>::mesh_type>{};
+    if constexpr (ok) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return reduction<Op, X, axes[I]...>(std::move(x));
+      }(std::make_index_sequence<sizeof...(Axes)>{});
+    } else {
+      return failed_expression<typename operand_traits<X>::value_type, 0, typename operand_traits<X>::mesh_type>{};
+    }
   }
 }
 }  // namespace detail
 
-/// jnp.sum(x, axis=(Axes...)); every axis when none is given. A sharded reduced dimension
+/// jnp.sum(x, axis=(Axes...)) (-1 the last dimension); every axis when none is given. A sharded reduced dimension
 /// is summed over its mesh axes (an all-reduce), so the result is replicated over them.
-template <std::size_t... Axes, sharded_expression X>
+template <int... Axes, sharded_expression X>
 auto sum(X&& x) {
   return detail::make_reduction<op::sum, Axes...>(detail::store(std::forward<X>(x)));
 }
 /// jnp.mean(x, axis=(Axes...)): floating, as in JAX.
-template <std::size_t... Axes, sharded_expression X>
+template <int... Axes, sharded_expression X>
 auto mean(X&& x) {
   return detail::make_reduction<op::mean, Axes...>(detail::store(std::forward<X>(x)));
 }
 /// jnp.max(x, axis=(Axes...))
-template <std::size_t... Axes, sharded_expression X>
+template <int... Axes, sharded_expression X>
 auto max(X&& x) {
   return detail::make_reduction<op::max, Axes...>(detail::store(std::forward<X>(x)));
 }
 /// jnp.min(x, axis=(Axes...))
-template <std::size_t... Axes, sharded_expression X>
+template <int... Axes, sharded_expression X>
 auto min(X&& x) {
   return detail::make_reduction<op::min, Axes...>(detail::store(std::forward<X>(x)));
 }
 /// jnp.prod(x, axis=(Axes...))
-template <std::size_t... Axes, sharded_expression X>
+template <int... Axes, sharded_expression X>
 auto prod(X&& x) {
   return detail::make_reduction<op::prod, Axes...>(detail::store(std::forward<X>(x)));
 }

@@ -70,6 +70,12 @@ auto map_plain(X const& x, F f) {
   return plain_result<plain_vma<X>>(std::move(v));
 }
 
+/// A block's axis as NumPy names it (-1 the last) as an index; one out of range stays out of
+/// range (a huge index), for the static_asserts of the reductions below.
+template <int Axis, class X>
+inline constexpr std::size_t block_axis =
+    static_cast<std::size_t>(Axis < 0 ? Axis + static_cast<long>(static_rank_v<X>) : Axis);
+
 /// Sum (Mean: divided by the count) over Axes... (every axis when none).
 template <bool Mean, std::size_t... Axes, class X>
 auto reduce_plain(X const& x) {
@@ -119,25 +125,25 @@ TESSERA_PLAIN_UNARY(abs, v < T(0) ? -v : v)
 #undef TESSERA_PLAIN_UNARY
 
 /// jnp.sum(x, axis=Axes) of a device's block (every axis when none: a number).
-template <std::size_t... Axes, plain_block X>
+template <int... Axes, plain_block X>
 auto sum(X const& x) {
-  return detail::reduce_plain<false, Axes...>(x);
+  return detail::reduce_plain<false, detail::block_axis<Axes, X>...>(x);
 }
 /// jnp.mean(x, axis=Axes) of a device's block.
-template <std::size_t... Axes, plain_block X>
+template <int... Axes, plain_block X>
 auto mean(X const& x) {
-  return detail::reduce_plain<true, Axes...>(x);
+  return detail::reduce_plain<true, detail::block_axis<Axes, X>...>(x);
 }
 
 /// jnp.max(x, axis=Axes) of a device's block (every axis when none: a number).
-template <std::size_t... Axes, plain_block X>
+template <int... Axes, plain_block X>
 auto max(X const& x) {
-  return detail::plain_result<detail::plain_vma<X>>(detail::choose<true, Axes...>(detail::values_of(x), "max"));
+  return detail::plain_result<detail::plain_vma<X>>(detail::choose<true, detail::block_axis<Axes, X>...>(detail::values_of(x), "max"));
 }
 /// jnp.min(x, axis=Axes) of a device's block (every axis when none: a number).
-template <std::size_t... Axes, plain_block X>
+template <int... Axes, plain_block X>
 auto min(X const& x) {
-  return detail::plain_result<detail::plain_vma<X>>(detail::choose<false, Axes...>(detail::values_of(x), "min"));
+  return detail::plain_result<detail::plain_vma<X>>(detail::choose<false, detail::block_axis<Axes, X>...>(detail::values_of(x), "min"));
 }
 
 namespace detail {
