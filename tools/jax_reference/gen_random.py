@@ -115,7 +115,9 @@ for ki, k in enumerate(KEYS):
             v = f()
             sharded_agrees(f, shape, v)
             cases["normal"].append({"key": key_words(k), "shape": list(shape), "dtype": dt, "values": bits_of(v)})
-            for lo, hi in ((-2.0, 2.0), (-1.0, 0.5), (0.25, 3.0)):
+            # (-1.5, 0.5): -1.5 / sqrt(2) is one ulp from -1.5 * (1 / sqrt(2)), the product XLA's
+            # simplifier makes of the division; erf then differs by 2 ulps and samples near 0 by thousands.
+            for lo, hi in ((-2.0, 2.0), (-1.0, 0.5), (0.25, 3.0), (-1.5, 0.5)):
                 f = lambda k=k, shape=shape, dt=dt, lo=lo, hi=hi: jax.random.truncated_normal(
                     k, lo, hi, shape, jnp.dtype(dt))
                 v = f()

@@ -73,13 +73,17 @@ struct normal_kernel {
 };
 
 /// _truncated_normal: sqrt(2) * erf_inv(uniform(erf(lower / sqrt(2)), erf(upper / sqrt(2)))),
-/// clipped to the open interval (lower, upper).
+/// clipped to the open interval (lower, upper). XLA's algebraic simplifier turns the division by
+/// the constant sqrt(2) into a product with its reciprocal (rounded in F), so the bounds are
+/// erf(lower * (1 / sqrt(2))): for lower = -1.5 the quotient is one ulp away, erf two, and a
+/// sample near 0 (where u cancels) thousands of ulps (issue 31).
 template <sample_float F>
 struct truncated_normal_kernel {
+  static constexpr F inv_sqrt2 = F(1) / static_cast<F>(1.4142135623730951);
   uniform_kernel<F> u;
   F low, high;  // nextafter(lower, +inf), nextafter(upper, -inf)
   truncated_normal_kernel(F lower, F upper)
-      : u{xla_erf(lower / static_cast<F>(1.4142135623730951)), xla_erf(upper / static_cast<F>(1.4142135623730951))},
+      : u{xla_erf(lower * inv_sqrt2), xla_erf(upper * inv_sqrt2)},
         low(std::nextafter(lower, std::numeric_limits<F>::infinity())),
         high(std::nextafter(upper, -std::numeric_limits<F>::infinity())) {}
   F operator()(std::array<word_pair, 1> const& p) const {

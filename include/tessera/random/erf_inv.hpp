@@ -12,6 +12,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tessera/expr/special_math.hpp"
+
 namespace tessera::random::detail {
 
 /// log1p(y) as XLA's CPU emitter expands it: for |y| < sqrt(2) - 1 a rational approximation
@@ -42,25 +44,12 @@ F xla_log1p(F y) {
   return y + small;
 }
 
-/// lax.erf in float32 as XLA's CPU backend computes it: a rational approximation in x^2 with
-/// x clamped to [-4, 4] and fused steps, the result clamped to [-1, 1]. Bit for bit JAX's on
-/// [-3.8, 3.8]; past that, where erf is 1 to within 2 ulps, JAX may round to 1 where this does not.
-inline float xla_erf(float x) {
-  constexpr float alpha[5] = {0.00022905065861350646f, 0.0034082910107109506f, 0.050955695062380861f,
-                              0.18520832239976145f, 1.128379143519084f};
-  constexpr float beta[7] = {-1.1791602954361697e-7f, 0.000023547966471313185f, 0.0010179625278914885f,
-                             0.014070470171167667f,   0.11098505178285362f,     0.49746925110067538f,
-                             1.0f};
-  x = std::clamp(x, -4.0f, 4.0f);
-  float const x2 = x * x;
-  float p = alpha[0], q = beta[0];
-  for (int i = 1; i < 5; ++i) p = std::fma(p, x2, alpha[i]);
-  for (int i = 1; i < 7; ++i) q = std::fma(q, x2, beta[i]);
-  return std::clamp((x * p) / q, -1.0f, 1.0f);
+/// lax.erf as XLA's CPU backend computes it (expr/special_math.hpp: its float32 interpolant, JAX's
+/// bits; the C library's erf in float64).
+template <class F>
+F xla_erf(F x) {
+  return tessera::detail::special::erf(x);
 }
-
-/// lax.erf in float64: XLA's matches the C library's on the points checked.
-inline double xla_erf(double x) { return std::erf(x); }
 
 /// erf_inv(x) in float32, XLA's ErfInv32.
 inline float erf_inv(float x) {
