@@ -5,3 +5,4 @@
 #include "tessera/parallel.hpp"
 #include "tessera/tree/tree_util.hpp"
 #include "tessera/autodiff/grad.hpp"
+#include "tessera/autodiff/reduction_rules.hpp"
