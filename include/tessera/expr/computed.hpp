@@ -94,6 +94,13 @@ struct is_computed<computed<A>> : std::true_type {};
 template <class T, std::size_t N, class Mesh, auto Spec>
 using array_with_spec = array<T, N, named_sharding<Mesh, spec_type_t<canonical_spec(Spec)>>>;
 
+/// The replicated spec of rank N, every entry built as P<none> builds it (GCC 12 refuses a
+/// value-initialised array read inside another constant evaluation).
+template <std::size_t N>
+inline constexpr std::array<dim_spec, N> replicated_spec = []<std::size_t... I>(std::index_sequence<I...>) {
+  return std::array<dim_spec, N>{((void)I, dim_spec(none))...};
+}(std::make_index_sequence<N>{});
+
 /// Operand x evaluated in the layout Src (a canonical spec): its own array when it is one already, else the
 /// evaluated expression, moved (resharded) where Src differs from its spec.
 template <auto Src, class X>

@@ -142,7 +142,6 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
   using A = array_with_spec<T, M, Mesh, Out>;
   using SO = typename A::sharding_type;
   using SI = named_sharding<Mesh, spec_type_t<canonical_spec(in::spec)>>;
-  static constexpr auto replicated = canonical_spec(std::array<dim_spec, N>{});
   static constexpr auto in_spec = canonical_spec(in::spec);
   shape_t<N> const in_shape = shape_of(x);
   shape_t<M> const out_shape = resolve_shape(want, in_shape);
@@ -157,7 +156,7 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
   // Which of the two plans runs is known only with the sizes; both are types known now.
   bool const local = reshape_is_local(SI(mesh), so, in_shape, out_shape);
   auto local_node = [=] { return relayout<A, in_spec>(x, so, out_shape, "reshape", kernel); };
-  auto gathered_node = [=] { return relayout<A, replicated>(x, so, out_shape, "reshape", kernel); };
+  auto gathered_node = [=] { return relayout<A, replicated_spec<N>>(x, so, out_shape, "reshape", kernel); };
   return computed<A>(
       so, out_shape, [=] { return local ? local_node().result() : gathered_node().result(); },
       [=](std::vector<collective_event>& out) {
@@ -191,7 +190,7 @@ template <class X, std::size_t M>
 auto reshape_replicated(X x, std::array<long long, M> const& want) {
   constexpr bool ok = all_none(operand_traits<X>::spec);
   static_assert(diagnostic::reshape_of_a_sharded_operand_needs_its_out_sharding<operand_traits<X>::rank, M, ok>::value);
-  if constexpr (ok) return make_reshape<std::array<dim_spec, M>{}>(std::move(x), want);
+  if constexpr (ok) return make_reshape<replicated_spec<M>>(std::move(x), want);
   else return failed_expression<typename operand_traits<X>::value_type, M, typename operand_traits<X>::mesh_type>{};
 }
 
