@@ -1,0 +1,365 @@
+#pragma once
+// Cumulative reductions: jnp.cumsum, jnp.cumprod, jax.lax.cummax and jax.lax.cummin along one
+// axis (negative counts from the end), forward or, as jax.lax's `reverse=True`, from the end.
+//
+// Sharding (JAX's _cumred_sharding_rule): the result keeps the operand's sharding. Along an
+// unsharded dimension each device scans its own block and nothing moves. Along a dimension
+// sharded over Explicit axes JAX refuses ("Input should be unsharded over the axis being
+// reduced"), and so does tessera, at compile time. Along one sharded over Auto axes JAX
+// all-gathers the operand; tessera moves only the blocks' totals instead:
+//   1. each device reduces its block along the scanned dimension (one total per line, or per
+//      chain of a long contiguous line: see scan_chains);
+//   2. the totals are all-gathered over the mesh axes of that dimension (a reshard of a small
+//      array, so it runs across processes too), which explain() lists;
+//   3. each device folds the totals of the blocks before its own (an exclusive scan) and scans
+//      its block from there.
+// The operand is read twice and the result written once: 1.5 times the bytes of a copy.
+//
+// Element types as jnp gives them: booleans sum and multiply as int32; every other type keeps its
+// own (jnp.cumsum of int8 is int8, and integers wrap around). cummax and cummin take numbers only.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/array/reshard_events.hpp"
+#include "tessera/core/scan_diagnostics.hpp"
+#include "tessera/core/sharding_rules.hpp"
+#include "tessera/expr/computed.hpp"
+#include "tessera/expr/expression.hpp"
+#include "tessera/expr/functions.hpp"
+#include "tessera/expr/ops.hpp"
+#include "tessera/expr/shape_ops.hpp"
+#include "tessera/runtime/simd.hpp"
+
+namespace tessera {
+
+namespace detail {
+
+/// The element type of a scan of T, as jnp gives it: booleans become int32, the rest stay.
+template <class T>
+using scan_type_t = std::conditional_t<std::is_same_v<T, bool>, std::int32_t, T>;
+
+/// The JAX name of a scan by Op (for errors and traces).
+template <class Op>
+constexpr char const* scan_name() {
+  if constexpr (std::is_same_v<Op, op::sum>) return "cumsum";
+  else if constexpr (std::is_same_v<Op, op::prod>) return "cumprod";
+  else if constexpr (std::is_same_v<Op, op::max>) return "cummax";
+  else return "cummin";
+}
+
+/// A block as lines along the scanned dimension: [outer, len, inner], row-major.
+struct scan_lines {
+  std::size_t outer = 1, len = 0, inner = 1;
+};
+template <std::size_t N>
+scan_lines lines_of(std::array<slice, N> const& block, std::size_t axis) {
+  scan_lines g;
+  for (std::size_t d = 0; d < N; ++d) {
+    std::size_t const n = block[d].size();
+    if (d < axis) g.outer *= n;
+    else if (d == axis) g.len = n;
+    else g.inner *= n;
+  }
+  return g;
+}
+
+/// A contiguous line (inner == 1) of at least scan_chain_min elements per device is cut into
+/// scan_chains chunks scanned side by side, each from the fold of the chunks before it: one
+/// long chain of dependent additions runs at the adder's latency (4 cycles an element), eight
+/// interleaved ones at its throughput. The chunks' totals are what the devices exchange.
+inline constexpr std::size_t scan_chains = 8;
+inline constexpr std::size_t scan_chain_min = 4096;
+/// How many chunks each device's part of a line of `len` elements over k blocks is cut into.
+inline std::size_t scan_chain_count(std::size_t len, std::size_t k, bool contiguous) {
+  return contiguous && k != 0 && len / k >= scan_chain_min ? scan_chains : 1;
+}
+
+/// out[j] = Op(a[j], b[j]) for j < n, on xsimd batches where R has them.
+template <class Op, class R>
+void combine_rows(R* out, R const* a, R const* b, std::size_t n) {
+  std::size_t j = 0;
+  if constexpr (simd::vectorised<R>) {
+    using B = xsimd::batch<R>;
+    for (; j + B::size <= n; j += B::size)
+      Op::combine(B::load_unaligned(a + j), B::load_unaligned(b + j)).store_unaligned(out + j);
+  }
+  for (; j < n; ++j) out[j] = Op::combine(a[j], b[j]);
+}
+
+/// The element converted to the scan's type.
+template <class R, class T>
+R as_scan(T v) {
+  return static_cast<R>(v);
+}
+
+/// Scans a block of lines `g` (in: the operand's block; out: the result's, both row-major):
+/// out[o, i, j] = Op over the elements of line (o, j) up to i (Reverse: from i to the end).
+/// The line is cut into C chunks (block_range(len, C, c)); chunk c starts from
+/// start[(o * C + c) * inner + j], or, where start is null (then C is 1), from its first element.
+template <class Op, bool Reverse, class R, class T>
+void scan_block(T const* in, R* out, scan_lines const& g, std::size_t C, R const* start) {
+  std::size_t const len = g.len, inner = g.inner;
+  if (len == 0 || inner == 0) return;
+  for (std::size_t o = 0; o < g.outer; ++o) {
+    T const* bi = in + o * len * inner;
+    R* bo = out + o * len * inner;
+    R const* so = start ? start + o * C * inner : nullptr;
+    if (inner == 1 && C == scan_chains) {
+      std::array<R, scan_chains> acc;
+      std::array<std::size_t, scan_chains> lo, hi;
+      std::size_t common = len;
+      for (std::size_t c = 0; c < scan_chains; ++c) {
+        slice const r = block_range(len, scan_chains, c);
+        lo[c] = r.start;
+        hi[c] = r.stop;
+        common = std::min(common, r.size());
+        acc[c] = so[c];
+      }
+      // The chains side by side for as long as all have elements, then each one's rest.
+      for (std::size_t s = 0; s < common; ++s)
+        for (std::size_t c = 0; c < scan_chains; ++c) {
+          std::size_t const i = Reverse ? hi[c] - 1 - s : lo[c] + s;
+          acc[c] = Op::combine(acc[c], as_scan<R>(bi[i]));
+          bo[i] = acc[c];
+        }
+      for (std::size_t c = 0; c < scan_chains; ++c)
+        for (std::size_t s = common; s < hi[c] - lo[c]; ++s) {
+          std::size_t const i = Reverse ? hi[c] - 1 - s : lo[c] + s;
+          acc[c] = Op::combine(acc[c], as_scan<R>(bi[i]));
+          bo[i] = acc[c];
+        }
+    } else if (inner == 1) {
+      std::size_t const first = Reverse ? len - 1 : 0;
+      R acc = so ? Op::combine(so[0], as_scan<R>(bi[first])) : as_scan<R>(bi[first]);
+      bo[first] = acc;
+      if constexpr (Reverse) {
+        for (std::size_t i = len - 1; i-- > 0;) bo[i] = acc = Op::combine(acc, as_scan<R>(bi[i]));
+      } else {
+        for (std::size_t i = 1; i < len; ++i) bo[i] = acc = Op::combine(acc, as_scan<R>(bi[i]));
+      }
+    } else {
+      // Rows of `inner` elements: each one combined with the row before it, element-wise.
+      auto row = [&](std::size_t s) { return Reverse ? len - 1 - s : s; };
+      std::vector<R> conv;
+      if constexpr (!std::is_same_v<R, T>) conv.resize(inner);
+      auto input = [&](std::size_t r) -> R const* {
+        if constexpr (std::is_same_v<R, T>) {
+          return bi + r * inner;
+        } else {
+          for (std::size_t j = 0; j < inner; ++j) conv[j] = as_scan<R>(bi[r * inner + j]);
+          return conv.data();
+        }
+      };
+      std::size_t const r0 = row(0);
+      R const* x0 = input(r0);
+      if (so) combine_rows<Op>(bo + r0 * inner, so, x0, inner);
+      else std::copy(x0, x0 + inner, bo + r0 * inner);
+      for (std::size_t s = 1; s < len; ++s) {
+        std::size_t const r = row(s), p = row(s - 1);
+        combine_rows<Op>(bo + r * inner, bo + p * inner, input(r), inner);
+      }
+    }
+  }
+}
+
+/// tot[(o * C + c) * inner + j] = Op over chunk c (block_range(len, C, c)) of line (o, j) of the
+/// block; Op's identity for an empty chunk.
+template <class Op, class R, class T>
+void chunk_totals(T const* in, R* tot, scan_lines const& g, std::size_t C) {
+  std::size_t const len = g.len, inner = g.inner;
+  R const id = Op::template identity<R>();
+  for (std::size_t o = 0; o < g.outer; ++o) {
+    T const* bi = in + o * len * inner;
+    for (std::size_t c = 0; c < C; ++c) {
+      R* t = tot + (o * C + c) * inner;
+      slice const r = block_range(len, C, c);
+      if (inner == 1) {
+        // Eight partial folds side by side (the adder's throughput, not its latency).
+        std::array<R, 8> acc;
+        acc.fill(id);
+        std::size_t i = r.start;
+        for (; i + 8 <= r.stop; i += 8)
+          for (std::size_t q = 0; q < 8; ++q) acc[q] = Op::combine(acc[q], as_scan<R>(bi[i + q]));
+        R a = id;
+        for (std::size_t q = 0; q < 8; ++q) a = Op::combine(a, acc[q]);
+        for (; i < r.stop; ++i) a = Op::combine(a, as_scan<R>(bi[i]));
+        t[0] = a;
+      } else {
+        std::fill(t, t + inner, id);
+        std::vector<R> conv(std::is_same_v<R, T> ? 0 : inner);
+        for (std::size_t i = r.start; i < r.stop; ++i) {
+          R const* x;
+          if constexpr (std::is_same_v<R, T>) {
+            x = bi + i * inner;
+          } else {
+            for (std::size_t j = 0; j < inner; ++j) conv[j] = as_scan<R>(bi[i * inner + j]);
+            x = conv.data();
+          }
+          combine_rows<Op>(t, t, x, inner);
+        }
+      }
+    }
+  }
+}
+
+/// start[(o * C + c) * inner + j] = the fold of the totals of line (o, j) that come before this
+/// device's chunk c in scan order (Op's identity for the first): `all` holds the K totals of
+/// every device's chunks, [outer, K, inner], and this device's are [b * C, b * C + C).
+template <class Op, bool Reverse, class R>
+void chunk_starts(R const* all, R* start, std::size_t outer, std::size_t K, std::size_t inner, std::size_t b,
+                  std::size_t C) {
+  R const id = Op::template identity<R>();
+  std::vector<R> acc(inner);
+  for (std::size_t o = 0; o < outer; ++o) {
+    R const* a = all + o * K * inner;
+    std::fill(acc.begin(), acc.end(), id);
+    if constexpr (Reverse) {
+      for (std::size_t t = K; t-- > b * C + C;) combine_rows<Op>(acc.data(), acc.data(), a + t * inner, inner);
+      for (std::size_t c = C; c-- > 0;) {
+        std::copy(acc.begin(), acc.end(), start + (o * C + c) * inner);
+        combine_rows<Op>(acc.data(), acc.data(), a + (b * C + c) * inner, inner);
+      }
+    } else {
+      for (std::size_t t = 0; t < b * C; ++t) combine_rows<Op>(acc.data(), acc.data(), a + t * inner, inner);
+      for (std::size_t c = 0; c < C; ++c) {
+        std::copy(acc.begin(), acc.end(), start + (o * C + c) * inner);
+        combine_rows<Op>(acc.data(), acc.data(), a + (b * C + c) * inner, inner);
+      }
+    }
+  }
+}
+
+/// The spec with dimension `axis` replicated.
+template <std::size_t N>
+constexpr std::array<dim_spec, N> unsharded_at(std::array<dim_spec, N> s, std::size_t axis) {
+  s[axis] = dim_spec{};
+  return s;
+}
+
+/// How many blocks dimension `axis` of spec is cut into on mesh m.
+template <class Mesh, std::size_t N>
+std::size_t parts_along(Mesh const& m, std::array<dim_spec, N> const& spec, std::size_t axis) {
+  std::size_t k = 1;
+  for (std::size_t a = 0; a < spec[axis].count(); ++a)
+    k *= static_cast<std::size_t>(m.size(*Mesh::index_of(spec[axis].axis(a))));
+  return k;
+}
+
+/// The scan of x along `axis`, which x's spec leaves unsharded: each device scans its block.
+template <class Op, std::size_t axis, bool Reverse, class X>
+auto local_scan(X x) {
+  using in = operand_traits<X>;
+  using T = typename in::value_type;
+  using R = scan_type_t<T>;
+  constexpr std::size_t N = in::rank;
+  static constexpr auto in_spec = canonical_spec(in::spec);
+  using A = array_with_spec<R, N, typename in::mesh_type, in_spec>;
+  auto const shape = shape_of(x);
+  typename A::sharding_type const s(*mesh_of(x));
+  auto kernel = [](auto const& src, std::size_t pos, std::array<slice, N> const& block, R* out) {
+    scan_block<Op, Reverse, R, T>(src.block_data(pos), out, lines_of(block, axis), 1, nullptr);
+  };
+  return relayout<A, in_spec>(std::move(x), s, shape, scan_name<Op>(), kernel);
+}
+
+/// The scan of x along `axis`, sharded over Auto mesh axes: blocks scanned from the fold of the
+/// totals of the blocks before them, the totals all-gathered (see the top of this file).
+template <class Op, std::size_t axis, bool Reverse, class X>
+auto sharded_scan(X x) {
+  using in = operand_traits<X>;
+  using T = typename in::value_type;
+  using R = scan_type_t<T>;
+  using Mesh = typename in::mesh_type;
+  constexpr std::size_t N = in::rank;
+  static constexpr auto in_spec = canonical_spec(in::spec);
+  static constexpr auto gathered_spec = canonical_spec(unsharded_at(in::spec, axis));
+  using A = array_with_spec<R, N, Mesh, in_spec>;
+  using S = typename A::sharding_type;
+  using SG = typename array_with_spec<R, N, Mesh, gathered_spec>::sharding_type;
+  auto const shape = shape_of(x);
+  Mesh const& mesh = *mesh_of(x);
+  S const s(mesh);
+  std::size_t const k = parts_along(mesh, in_spec, axis);
+  std::size_t inner = 1;
+  for (std::size_t d = axis + 1; d < N; ++d) inner *= shape[d];
+  std::size_t const C = scan_chain_count(shape[axis], k, inner == 1);
+  // The totals: C per device along the scanned dimension, laid out as the operand.
+  shape_t<N> tshape = shape;
+  tshape[axis] = k * C;
+  auto make = [x, s, shape, tshape, C]() -> A {
+    constexpr char const* what = scan_name<Op>();
+    auto const src = evaluated_as<in_spec>(x);
+    A const totals = build_array<R, N, S>(s, tshape, what, [&](std::size_t pos, std::array<slice, N> const&, R* out) {
+      chunk_totals<Op, R, T>(src.block_data(pos), out, lines_of(src.sharding().block(pos, shape), axis), C);
+    });
+    auto const all = resharded<A, gathered_spec>(totals).result();
+    std::size_t const K = tshape[axis];
+    return build_array<R, N, S>(s, shape, what, [&](std::size_t pos, std::array<slice, N> const& block, R* out) {
+      scan_lines const g = lines_of(block, axis);
+      std::size_t const b = s.block(pos, tshape)[axis].start / C;
+      std::vector<R> start(g.outer * C * g.inner);
+      chunk_starts<Op, Reverse, R>(all.block_data(pos), start.data(), g.outer, K, g.inner, b, C);
+      scan_block<Op, Reverse, R, T>(src.block_data(pos), out, g, C, start.data());
+    });
+  };
+  auto plan = [x, s, tshape](std::vector<collective_event>& out) {
+    plan_as<in_spec>(x, out);
+    auto const ev = reshard_events<R, N>(tshape, s, dim_spec{}, SG(s.mesh()));
+    out.insert(out.end(), ev.begin(), ev.end());
+  };
+  return computed<A>(s, shape, std::move(make), std::move(plan));
+}
+
+/// A scan by Op along Axis (negative from the end), with JAX's checks.
+template <class Op, int Axis, bool Reverse, class X>
+auto make_scan(X x) {
+  using in = operand_traits<X>;
+  using T = typename in::value_type;
+  using Mesh = typename in::mesh_type;
+  constexpr std::size_t N = in::rank;
+  constexpr bool numbers = !std::is_same_v<T, bool> || std::is_same_v<Op, op::sum> || std::is_same_v<Op, op::prod>;
+  static_assert(diagnostic::cummax_and_cummin_take_numbers<numbers>::value);
+  constexpr bool in_range = axis_in_range(Axis, N);
+  static_assert(diagnostic::scan_axis_out_of_range_for_the_operand<Axis, N, in_range>::value);
+  if constexpr (!numbers || !in_range) {
+    return failed_expression<scan_type_t<T>, N, Mesh>{};
+  } else {
+    constexpr std::size_t axis = normalize_axis(Axis, N);
+    constexpr bool auto_axes = !has_explicit_axis(in::spec[axis], Mesh::axes);
+    static_assert(diagnostic::scan_over_a_dimension_sharded_on_an_explicit_axis<axis, N, auto_axes>::value);
+    if constexpr (!auto_axes) return failed_expression<scan_type_t<T>, N, Mesh>{};
+    else if constexpr (in::spec[axis].is_none()) return local_scan<Op, axis, Reverse>(std::move(x));
+    else return sharded_scan<Op, axis, Reverse>(std::move(x));
+  }
+}
+
+}  // namespace detail
+
+/// jnp.cumsum(x, axis=Axis); jax.lax.cumsum(x, Axis, reverse=Reverse). Booleans sum as int32.
+template <int Axis, bool Reverse = false, sharded_expression X>
+auto cumsum(X&& x) {
+  return detail::make_scan<op::sum, Axis, Reverse>(detail::store(std::forward<X>(x)));
+}
+/// jnp.cumprod(x, axis=Axis); jax.lax.cumprod(x, Axis, reverse=Reverse). Booleans multiply as int32.
+template <int Axis, bool Reverse = false, sharded_expression X>
+auto cumprod(X&& x) {
+  return detail::make_scan<op::prod, Axis, Reverse>(detail::store(std::forward<X>(x)));
+}
+/// jax.lax.cummax(x, Axis, reverse=Reverse) (a NaN propagates from where it appears).
+template <int Axis, bool Reverse = false, sharded_expression X>
+auto cummax(X&& x) {
+  return detail::make_scan<op::max, Axis, Reverse>(detail::store(std::forward<X>(x)));
+}
+/// jax.lax.cummin(x, Axis, reverse=Reverse).
+template <int Axis, bool Reverse = false, sharded_expression X>
+auto cummin(X&& x) {
+  return detail::make_scan<op::min, Axis, Reverse>(detail::store(std::forward<X>(x)));
+}
+
+}  // namespace tessera
