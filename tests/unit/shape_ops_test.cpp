@@ -14,6 +14,8 @@
 #include <tessera/autodiff.hpp>
 #include <tessera/expr/shape_ops.hpp>
 #include <tessera/autodiff/shape_rules.hpp>
+#include <tessera/autodiff/local_shape_ops.hpp>
+#include <xtensor/xview.hpp>
 
 #include "grad_support.hpp"
 #include "support.hpp"
@@ -152,4 +154,33 @@ TEST_CASE("gradients of reshape, swapaxes, moveaxis and broadcast_to against fin
   auto const gb = tessera::grad([&](auto const& v) { return tessera::sum(tessera::broadcast_to(v, {3, 4, 8}) * cbd); })(x);
   xt::xtensor<double, 2> const nb = xt::sum(cb, {0});
   CHECK(max_abs_diff(tessera::to_host(gb), nb) < 1e-12);
+}
+
+TEST_CASE("shape operations inside shard_map bodies, on blocks and under grad", "[shape][shard_map]") {
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"X">({4});
+  xt::xtensor<double, 2> const xh = values<2>({8, 6}, 0.5);
+  auto const x = tessera::device_put(xh, tessera::named_sharding(mesh, P<"X">{}));
+  // Each device's 2x6 block reshaped to 3x4, its axes swapped, moved, broadcast, and summed.
+  auto const body = [](auto const& b) {
+    auto const r = tessera::reshape(b, {3, -1});
+    auto const s = tessera::swapaxes<0, 1>(r);                    // 4 x 3
+    auto const m = tessera::moveaxis<-1, 0>(tessera::sin(s));      // 3 x 4
+    auto const w = tessera::broadcast_to(m, {2, 3, 4});
+    return tessera::psum<"X">(tessera::sum(w * w));
+  };
+  auto const host = [](xt::xtensor<double, 2> const& v) {
+    double t = 0;
+    for (std::size_t d = 0; d < 4; ++d) {
+      xt::xtensor<double, 2> blk = xt::view(v, xt::range(2 * d, 2 * d + 2), xt::all());
+      xt::xtensor<double, 2> r = xt::reshape_view(blk, {3, 4});
+      t += 2 * xt::sum(xt::sin(r) * xt::sin(r))();
+    }
+    return t;
+  };
+  auto const sm = tessera::shard_map(body, mesh, tessera::in_specs(P<"X">{}), tessera::out_specs(P<>{}));
+  CHECK(std::abs(tessera::to_host(sm(x))() - host(xh)) < 1e-9);
+  auto const g = tessera::grad([&](auto const& v) { return sm(v); })(x);
+  auto const n = numeric_gradient(host, xh);
+  CHECK(max_abs_diff(tessera::to_host(g), n) < 1e-6);
 }
