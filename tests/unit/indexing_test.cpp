@@ -270,3 +270,103 @@ TEST_CASE("take_along_axis: batch dimensions propagate; the axis is gathered on 
   same(host(ra));
   CHECK_THROWS_WITH(tessera::take_along_axis<0>(xa, ia), Catch::Contains("differ in dimension 1"));
 }
+
+TEST_CASE("grad of take, take_along_axis, tril and triu against finite differences", "[indexing][grad]") {
+  tessera::runtime rt{8};
+  using tessera_test::max_abs_diff;
+  using tessera_test::numeric_gradient;
+  using tessera_test::values;
+  xt::xtensor<int, 2> ids = {{1, 9, 0}, {3, -1, 5}, {2, 2, 7}, {9, 1, -10}};  // repeats: the adds accumulate
+  auto th = values<2>({10, 6}, 0.3);
+  auto wh = values<3>({4, 3, 6}, 1.1);
+  auto host_loss = [&](xt::xtensor<double, 2> const& t) {
+    double s = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 3; ++j) {
+        long r = ids(i, j) < 0 ? ids(i, j) + 10 : ids(i, j);
+        for (std::size_t c = 0; c < 6; ++c) {
+          double const v = t(static_cast<std::size_t>(r), c);
+          s += v * wh(i, j, c) + v * v;
+        }
+      }
+    return s;
+  };
+  auto const want = numeric_gradient(host_loss, th);
+
+  SECTION("vocab-sharded table, batch-sharded indices: the gradient keeps the table's layout") {
+    auto m = tessera::make_mesh<"data", "model">({2, 4}, tessera::explicit_axes);
+    auto t = tessera::device_put(th, tessera::named_sharding(m, P<"model", none>{}));
+    auto i = tessera::device_put(ids, tessera::named_sharding(m, P<"data">{}));
+    auto w = tessera::device_put(wh, tessera::named_sharding(m, P<"data">{}));
+    auto loss = [&](auto const& tt) {
+      auto e = tessera::take(tt, i);
+      return tessera::sum(e * w + e * e);
+    };
+    auto g = tessera::grad(loss)(t);
+    static_assert(std::is_same_v<decltype(g), decltype(t)>);
+    CHECK(max_abs_diff(tessera::to_host(g), want) < 1e-6);
+    auto const plan = tessera::explain(tessera::grad(loss), t);
+    INFO(plan);
+    CHECK(plan.count("all-gather") == 0);
+  }
+  SECTION("Auto mesh, replicated indices, table sharded on its columns") {
+    auto m = tessera::make_mesh<"X", "Y">({2, 4});
+    auto t = tessera::device_put(th, tessera::named_sharding(m, P<none, "Y">{}));
+    auto i = tessera::device_put(ids, tessera::named_sharding(m, P<>{}));
+    auto w = tessera::device_put(wh, tessera::named_sharding(m, P<>{}));
+    auto g = tessera::grad([&](auto const& tt) {
+      auto e = tessera::take<0>(tt, i);
+      return tessera::sum(e * w + e * e);
+    })(t);
+    CHECK(max_abs_diff(tessera::to_host(g), want) < 1e-6);
+  }
+  SECTION("take_along_axis") {
+    auto m = tessera::make_mesh<"X", "Y">({2, 4}, tessera::explicit_axes);
+    auto xh = values<2>({8, 5}, 0.7);
+    xt::xtensor<int, 2> ih({8, 3});
+    for (std::size_t a = 0; a < 8; ++a)
+      for (std::size_t b = 0; b < 3; ++b) ih(a, b) = static_cast<int>((a * 3 + b * 2) % 5) - (b == 1 ? 5 : 0);
+    auto w2 = values<2>({8, 3}, 2.3);
+    auto f = [&](xt::xtensor<double, 2> const& x) {
+      double s = 0;
+      for (std::size_t a = 0; a < 8; ++a)
+        for (std::size_t b = 0; b < 3; ++b) {
+          int r = ih(a, b) < 0 ? ih(a, b) + 5 : ih(a, b);
+          double const v = x(a, static_cast<std::size_t>(r));
+          s += v * v * w2(a, b);
+        }
+      return s;
+    };
+    auto x = tessera::device_put(xh, tessera::named_sharding(m, P<"X">{}));
+    auto i = tessera::device_put(ih, tessera::named_sharding(m, P<none, "Y">{}));
+    auto w = tessera::device_put(w2, tessera::named_sharding(m, P<"X", "Y">{}));
+    auto g = tessera::grad([&](auto const& xx) {
+      auto e = tessera::take_along_axis<1>(xx, i);
+      return tessera::sum(e * e * w);
+    })(x);
+    static_assert(std::is_same_v<decltype(g), decltype(x)>);
+    CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(f, xh)) < 1e-6);
+  }
+  SECTION("tril and triu") {
+    auto m = tessera::make_mesh<"X", "Y">({2, 4}, tessera::explicit_axes);
+    auto xh = values<2>({6, 8}, 0.9);
+    auto x = tessera::device_put(xh, tessera::named_sharding(m, P<"X", "Y">{}));
+    for (long k : {-1L, 0L, 2L}) {
+      auto f = [&](xt::xtensor<double, 2> const& v) {
+        double s = 0;
+        for (std::size_t a = 0; a < 6; ++a)
+          for (std::size_t b = 0; b < 8; ++b) {
+            long const d = static_cast<long>(b) - static_cast<long>(a);
+            if (d <= k) s += v(a, b) * v(a, b);
+            if (d >= k) s += 3.0 * v(a, b);
+          }
+        return s;
+      };
+      auto g = tessera::grad([&](auto const& xx) {
+        auto l = tessera::tril(xx, k);
+        return tessera::sum(l * l + 3.0 * tessera::triu(xx, k));
+      })(x);
+      CHECK(max_abs_diff(tessera::to_host(g), numeric_gradient(f, xh)) < 1e-6);
+    }
+  }
+}

@@ -775,7 +775,7 @@ auto make_take_along_axis(X x, Ids ids) {
 /// take_along_axis's transpose: g added into zeros of x's shape at the indexed positions, in the
 /// layout x was read in (whole along A); partial over the indices' axes on A.
 template <std::size_t A, class XArray, class G, class Ids>
-auto take_along_axis_transpose(G g, Ids ids, XArray const& layout) {
+auto take_along_axis_transpose(G g, Ids ids, typename XArray::sharding_type const& xsharding, shape_t<XArray::rank> const& xs) {
   using xt_ = operand_traits<XArray>;
   using it = operand_traits<Ids>;
   using T = typename xt_::value_type;
@@ -786,7 +786,6 @@ auto take_along_axis_transpose(G g, Ids ids, XArray const& layout) {
   static constexpr auto x_spec = canonical_spec(rule.x);
   static constexpr auto out_spec = canonical_spec(rule.out);
   using R = array_with_spec<T, N, Mesh, x_spec>;
-  shape_t<N> const xs = layout.shape();
   std::size_t const n = xs[A];
   auto kernel = [n](auto const& gs, auto const& idx, std::size_t pos, std::array<slice, N> const& xb, T* out) {
     std::fill(out, out + element_count(block_shape(xb)), T(0));
@@ -802,7 +801,7 @@ auto take_along_axis_transpose(G g, Ids ids, XArray const& layout) {
       out[offset_in_block(xb, gx, "take_along_axis's gradient")] += gv[k];
     });
   };
-  typename R::sharding_type const s(layout.sharding().mesh());
+  typename R::sharding_type const s(xsharding.mesh());
   return node_from<R, rule.unreduced>(s, xs,
                                       relayout2<R, out_spec, out_spec>(std::move(g), std::move(ids), s, xs,
                                                                        "take_along_axis's gradient", kernel));
