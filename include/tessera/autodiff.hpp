@@ -6,3 +6,4 @@
 #include "tessera/tree/tree_util.hpp"
 #include "tessera/autodiff/grad.hpp"
 #include "tessera/autodiff/reduction_rules.hpp"
+#include "tessera/autodiff/indexing_rules.hpp"
