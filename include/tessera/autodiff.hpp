@@ -7,3 +7,4 @@
 #include "tessera/autodiff/grad.hpp"
 #include "tessera/autodiff/reduction_rules.hpp"
 #include "tessera/autodiff/indexing_rules.hpp"
+#include "tessera/autodiff/scan_rules.hpp"

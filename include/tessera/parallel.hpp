@@ -7,6 +7,7 @@
 #include "tessera/parallel/across_processes.hpp"
 #include "tessera/parallel/block_functions.hpp"
 #include "tessera/parallel/block_math.hpp"
+#include "tessera/parallel/block_scan.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/jit.hpp"
 #include "tessera/parallel/local_block.hpp"

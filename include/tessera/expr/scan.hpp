@@ -58,15 +58,19 @@ struct scan_lines {
   std::size_t outer = 1, len = 0, inner = 1;
 };
 template <std::size_t N>
-scan_lines lines_of(std::array<slice, N> const& block, std::size_t axis) {
+scan_lines lines_of(shape_t<N> const& shape, std::size_t axis) {
   scan_lines g;
   for (std::size_t d = 0; d < N; ++d) {
-    std::size_t const n = block[d].size();
+    std::size_t const n = shape[d];
     if (d < axis) g.outer *= n;
     else if (d == axis) g.len = n;
     else g.inner *= n;
   }
   return g;
+}
+template <std::size_t N>
+scan_lines lines_of(std::array<slice, N> const& block, std::size_t axis) {
+  return lines_of(block_shape(block), axis);
 }
 
 /// A contiguous line (inner == 1) of at least scan_chain_min elements per device is cut into
