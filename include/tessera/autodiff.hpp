@@ -6,5 +6,7 @@
 #include "tessera/tree/tree_util.hpp"
 #include "tessera/autodiff/grad.hpp"
 #include "tessera/autodiff/reduction_rules.hpp"
+#include "tessera/autodiff/local_special.hpp"
+#include "tessera/autodiff/special_rules.hpp"
 #include "tessera/autodiff/indexing_rules.hpp"
 #include "tessera/autodiff/scan_rules.hpp"

@@ -20,6 +20,7 @@
 #include "tessera/expr/partial_array.hpp"
 #include "tessera/expr/promote.hpp"
 #include "tessera/expr/reduction.hpp"
+#include "tessera/expr/special_functions.hpp"
 #include "tessera/expr/reduction_ops.hpp"
 #include "tessera/expr/expand_dims.hpp"
 #include "tessera/expr/computed.hpp"

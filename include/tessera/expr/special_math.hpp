@@ -27,6 +27,18 @@ inline constexpr bool batch_fma =
 template <class X>
 inline constexpr bool is_number = std::is_arithmetic_v<X>;
 
+/// The element type of a number (itself) or of an xsimd batch.
+template <class X>
+struct scalar_of {
+  using type = X;
+};
+template <class T, class A>
+struct scalar_of<xsimd::batch<T, A>> {
+  using type = T;
+};
+template <class X>
+using scalar_t = typename scalar_of<X>::type;
+
 template <class X, class V>
 X fma(X a, X b, X c) {
   if constexpr (is_number<X>) return std::fma(a, b, c);
@@ -87,16 +99,39 @@ X tanh_f32(X x) {
   return select(ax >= X(V(20)), one, select(ax < X(V(0.0004f)), x, p / q));
 }
 
+/// lax.tanh in float64 (EmitFastTanhF64 with FMA): x P(x^2) / Q(x^2), degrees 19 and 18, on x
+/// clamped to +-17.661019162460008, and +-1 from |x| >= 20 (XLA's elemental emitter); NaN stays NaN.
+inline double tanh_f64(double x) {
+  constexpr double num[10] = {2.6158007860482230e-23, 7.6534862268749319e-19, 3.1309488231386680e-15,
+                              4.2303918148209176e-12, 2.4618379131293676e-09, 6.8644367682497074e-07,
+                              9.3839087674268880e-05, 5.9809711724441161e-03, 1.5184719640284322e-01,
+                              1.0};
+  constexpr double den[10] = {6.463747022670968018e-21, 5.782506856739003571e-17, 1.293019623712687916e-13,
+                              1.123643448069621992e-10, 4.492975677839633985e-08, 8.785185266237658698e-06,
+                              8.295161192716231542e-04, 3.437448108450402717e-02, 4.851805297361760360e-01,
+                              1.0};
+  constexpr double clamp = 17.6610191624600077;
+  double const c = x < -clamp ? -clamp : (x > clamp ? clamp : x);
+  double const x2 = c * c;
+  double p = num[0], q = den[0];
+  for (int i = 1; i < 10; ++i) {
+    p = std::fma(x2, p, num[i]);
+    q = std::fma(x2, q, den[i]);
+  }
+  return std::fabs(x) >= 20.0 ? (x < 0 ? -1.0 : 1.0) : (c * p) / q;
+}
+
 /// lax.erf as JAX computes it on CPU: XLA's interpolant in float32, the C library's otherwise.
 template <class F>
 F erf(F x) {
   if constexpr (std::is_same_v<F, float>) return erf_f32(x);
   else return std::erf(x);
 }
-/// lax.tanh as JAX computes it on CPU: XLA's interpolant in float32, the C library's otherwise.
+/// lax.tanh as JAX computes it on CPU: XLA's interpolants in float32 and float64.
 template <class F>
 F tanh(F x) {
   if constexpr (std::is_same_v<F, float>) return tanh_f32(x);
+  else if constexpr (std::is_same_v<F, double>) return tanh_f64(x);
   else return std::tanh(x);
 }
 
@@ -113,7 +148,7 @@ template <class F>
 F gelu_tanh_derivative(F x) {
   F const k = static_cast<F>(0.79788456080286535588);
   F const a = static_cast<F>(0.044715);
-  F const t = tanh(k * std::fma(a, x * (x * x), x));
+  F const t = tanh(k * (x + a * ((x * x) * x)));
   return F(0.5) * (F(1) + t) + x * (F(0.5) * (F(1) - t * t)) * k * (F(1) + F(3) * a * (x * x));
 }
 /// d/dx gelu(x), erf form: 0.5 erfc(-x / sqrt(2)) + x exp(-x^2 / 2) / sqrt(2 pi).

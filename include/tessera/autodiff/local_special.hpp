@@ -1,0 +1,65 @@
+#pragma once
+// The special functions of expr/special_functions.hpp on local tracers: a shard_map body that
+// calls tessera::erf, gelu, silu, swish or softplus differentiates under grad like the global
+// view (the forward values are the same scalar code; each backward step is g f'(x) on the
+// device's own block, no communication).
+
+#include <type_traits>
+
+#include "tessera/autodiff/local_tracer.hpp"
+#include "tessera/expr/special_functions.hpp"
+#include "tessera/expr/special_math.hpp"
+
+namespace tessera {
+
+/// jax.lax.erf in a differentiated shard_map body.
+template <local_traced X>
+auto erf(X const& x) {
+  using T = typename X::value_type;
+  return detail::ad::unary_op(
+      x, [](T v) { return op::erf::apply(v); }, [](T g, T v) { return g * detail::special::erf_derivative(v); }, "erf");
+}
+/// jax.lax.erfc in a differentiated shard_map body.
+template <local_traced X>
+auto erfc(X const& x) {
+  using T = typename X::value_type;
+  return detail::ad::unary_op(
+      x, [](T v) { return op::erfc::apply(v); }, [](T g, T v) { return g * -detail::special::erf_derivative(v); },
+      "erfc");
+}
+/// jax.nn.gelu in a differentiated shard_map body (gelu<false>: approximate=False).
+template <bool Approximate = true, local_traced X>
+auto gelu(X const& x) {
+  using T = typename X::value_type;
+  if constexpr (Approximate)
+    return detail::ad::unary_op(
+        x, [](T v) { return op::gelu_tanh::apply(v); },
+        [](T g, T v) { return g * detail::special::gelu_tanh_derivative(v); }, "gelu");
+  else
+    return detail::ad::unary_op(
+        x, [](T v) { return op::gelu_erf::apply(v); },
+        [](T g, T v) { return g * detail::special::gelu_erf_derivative(v); }, "gelu");
+}
+/// jax.nn.silu in a differentiated shard_map body.
+template <local_traced X>
+auto silu(X const& x) {
+  using T = typename X::value_type;
+  return detail::ad::unary_op(
+      x, [](T v) { return op::silu::apply(v); }, [](T g, T v) { return g * detail::special::silu_derivative(v); },
+      "silu");
+}
+/// jax.nn.swish in a differentiated shard_map body: silu.
+template <local_traced X>
+auto swish(X const& x) {
+  return silu(x);
+}
+/// jax.nn.softplus in a differentiated shard_map body.
+template <local_traced X>
+auto softplus(X const& x) {
+  using T = typename X::value_type;
+  return detail::ad::unary_op(
+      x, [](T v) { return op::softplus::apply(v); }, [](T g, T v) { return g * detail::special::sigmoid(v); },
+      "softplus");
+}
+
+}  // namespace tessera
