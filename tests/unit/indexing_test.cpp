@@ -370,3 +370,49 @@ TEST_CASE("grad of take, take_along_axis, tril and triu against finite differenc
     }
   }
 }
+
+TEST_CASE("block versions: the same names on a device's blocks, and Megatron's body in shard_map", "[indexing][shard_map]") {
+  tessera::runtime rt{8};
+  xt::xtensor<float, 2> b = matrix(3, 4);
+  auto lo = tessera::tril(b, 1);
+  auto up = tessera::triu(b, -1);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) {
+      CHECK(lo(i, j) == (static_cast<long>(j) <= static_cast<long>(i) + 1 ? b(i, j) : 0.0f));
+      CHECK(up(i, j) == (static_cast<long>(j) >= static_cast<long>(i) - 1 ? b(i, j) : 0.0f));
+    }
+  auto io = tessera::iota<int32_t, 0>(tessera::shape_t<2>{3, 2});
+  CHECK(io(2, 1) == 2);
+  xt::xtensor<int, 1> ids = {2, -1, 4, 0};
+  auto oh = tessera::one_hot(ids, 4);
+  CHECK(oh(0, 2) == 1.0f);
+  CHECK(oh(1, 3) == 0.0f);
+  CHECK(xt::sum(oh)() == 2.0f);
+  auto tk = tessera::take(b, ids);
+  CHECK(tk(0, 3) == b(2, 3));
+  CHECK(tk(1, 0) == b(2, 0));
+  CHECK(std::isnan(tk(2, 1)));
+  CHECK(tk(3, 2) == b(0, 2));
+  xt::xtensor<int, 2> along = {{3, 0}, {-4, 4}, {1, 1}};
+  auto ta = tessera::take_along_axis<1>(b, along);
+  CHECK(ta(0, 0) == b(0, 3));
+  CHECK(ta(1, 0) == b(1, 0));
+  CHECK(std::isnan(ta(1, 1)));
+  CHECK(ta(2, 1) == b(2, 1));
+
+  // Megatron's vocab-parallel embedding written by hand in shard_map equals the global take.
+  auto m = tessera::make_mesh<"data", "model">({2, 4});
+  auto th = matrix(12, 5, 0.25f);
+  xt::xtensor<int, 2> idh = {{0, 11, 5}, {7, 3, 3}, {9, 1, 10}, {2, 8, 6}};
+  auto t = tessera::device_put(th, tessera::named_sharding(m, P<"model", none>{}));
+  auto i = tessera::device_put(idh, tessera::named_sharding(m, P<"data">{}));
+  auto f = tessera::shard_map(
+      [](auto tb, auto ib) {
+        std::size_t const first = static_cast<std::size_t>(tessera::axis_index<"model">()) * tb.shape()[0];
+        return tessera::psum<"model">(tessera::vocab_parallel_take(tb, ib, first));
+      },
+      m, tessera::in_specs(P<"model", none>{}, P<"data">{}), tessera::out_specs(P<"data">{}));
+  auto by_hand = tessera::to_host(f(t, i));
+  CHECK(same_with_nan(by_hand, lookup(th, idh)));
+  CHECK(same_with_nan(by_hand, host(tessera::take(t, i))));
+}
