@@ -9,6 +9,7 @@
 #include "tessera/parallel/block_math.hpp"
 #include "tessera/parallel/block_scan.hpp"
 #include "tessera/parallel/block_special.hpp"
+#include "tessera/parallel/block_indexing.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/jit.hpp"
 #include "tessera/parallel/local_block.hpp"
