@@ -294,3 +294,76 @@ TEST_CASE("einsum: grad against finite differences", "[einsum][grad]") {
   CHECK(max_abs_diff(tessera::to_host(gw), numeric_gradient([&](auto const& v) { return host2(v, vh); }, wh)) < 1e-7);
   CHECK(max_abs_diff(tessera::to_host(gv), numeric_gradient([&](auto const& v) { return host2(wh, v); }, vh)) < 1e-7);
 }
+
+TEST_CASE("einsum in a shard_map body: a local product on the blocks; psum sums the split contraction",
+          "[einsum][shard_map]") {
+  tessera::runtime rt{8};
+  auto mesh = tessera::make_mesh<"x", "y">({2, 4});
+  auto on = [&](auto spec) { return tessera::named_sharding(mesh, spec); };
+  auto const qh = input<3>({4, 8, 6}, 0.4), kh = input<3>({4, 8, 6}, 1.4);
+  auto const q = tessera::device_put(qh, on(P<"x", "y">{}));
+  auto const k = tessera::device_put(kh, on(P<"x", "y">{}));
+  // Scores per batch row block: the q/k index is split over y, so each device's local product
+  // is a partial sum, psum'd over y; 'bsd,btd->bst' with s and t both local needs no psum.
+  auto scores = tessera::shard_map(
+      [](auto qb, auto kb) { return tessera::psum<"y">(tessera::einsum<"bsd,bsd->bd">(qb, kb)); }, mesh,
+      tessera::in_specs(P<"x", "y">{}, P<"x", "y">{}), tessera::out_specs(P<"x">{}));
+  check_values(scores(q, k), host_einsum("bsd,bsd->bd", hosts(qh, kh)));
+  auto local = tessera::shard_map([](auto qb, auto kb) { return tessera::einsum<"bsd,btd->bst">(qb, kb); }, mesh,
+                                  tessera::in_specs(P<"x">{}, P<"x">{}), tessera::out_specs(P<"x">{}));
+  check_values(local(q, k), host_einsum("bsd,btd->bst", hosts(qh, kh)));
+  // One operand, unique indices, implicit output, and an int block with a float one.
+  auto one = tessera::shard_map([](auto qb) { return tessera::einsum<"bsd->db">(qb); }, mesh,
+                                tessera::in_specs(P<"x">{}), tessera::out_specs(P<none, "x">{}));
+  check_values(one(q), host_einsum("bsd->db", hosts(qh)));
+  auto const part = host_einsum("bsd,bse->de", hosts(qh, kh));
+  // Each device along x holds half the batch: the out_spec P() would claim otherwise, so psum first.
+  auto summed = tessera::shard_map(
+      [](auto qb, auto kb) { return tessera::psum<"x">(tessera::einsum<"bsd,bse">(qb, kb)); }, mesh,
+      tessera::in_specs(P<"x">{}, P<"x">{}), tessera::out_specs(P<>{}));
+  check_values(summed(q, k), part);
+  auto bad = tessera::shard_map(
+      [](auto qb, auto kb) { return tessera::psum<"y">(tessera::einsum<"bsd,bsd->b">(qb, kb)); }, mesh,
+      tessera::in_specs(P<"x">{}, P<"x", "y">{}), tessera::out_specs(P<"x">{}));
+  CHECK_THROWS_WITH(bad(q, k),
+                    Contains("tessera::einsum: index 's' has size 8 in operand 0") && Contains("size 2 in operand 1"));
+}
+
+TEST_CASE("collectives in a shard_map body take negative dimensions, as JAX does", "[shard_map][collectives]") {
+  tessera::runtime rt{4};
+  auto mesh = tessera::make_mesh<"x">({4});
+  xt::xtensor<float, 2> const h = xt::reshape_view(xt::arange<float>(32.0f), {4, 8});
+  auto const x = tessera::device_put(h, tessera::named_sharding(mesh, P<none, "x">{}));
+  // all_gather(tiled) along -1 is along 1: the columns put back together.
+  auto tiled_last = tessera::shard_map([](auto b) { return tessera::all_gather<"x">(b, -1, tessera::tiled); }, mesh,
+                                       tessera::in_specs(P<none, "x">{}), tessera::out_specs(P<>{}));
+  CHECK(tessera_test::max_abs_diff(tessera::to_host(tiled_last(x)), h) == 0);
+  // Stacked, -1 is the new last dimension (rank + 1 positions): [4, 2, 4] with the device last.
+  auto stacked = tessera::shard_map(
+      [](auto b) {
+        auto const g = tessera::all_gather<"x">(b, -1);
+        auto const g2 = tessera::all_gather<"x">(b, 2);
+        bool same = g.shape() == g2.shape();
+        for (std::size_t i = 0; same && i < g.size(); ++i) same = g.data()[i] == g2.data()[i];
+        return tessera::psum<"x">(same ? 0 : 1);
+      },
+      mesh, tessera::in_specs(P<none, "x">{}), tessera::out_specs(P<>{}));
+  CHECK(tessera::to_host(stacked(x))() == 0);
+  // psum_scatter over -1 and all_to_all(-1, -2) against their non-negative forms.
+  auto scatter = tessera::shard_map(
+      [](auto b) {
+        auto const s = tessera::psum_scatter<"x">(b, -1, tessera::tiled);
+        auto const s2 = tessera::psum_scatter<"x">(b, 1, tessera::tiled);
+        auto const t = tessera::all_to_all<"x">(b, -2, -1, tessera::tiled);
+        auto const t2 = tessera::all_to_all<"x">(b, 0, 1, tessera::tiled);
+        bool same = s.shape() == s2.shape() && t.shape() == t2.shape();
+        for (std::size_t i = 0; same && i < s.size(); ++i) same = s.data()[i] == s2.data()[i];
+        for (std::size_t i = 0; same && i < t.size(); ++i) same = t.data()[i] == t2.data()[i];
+        return tessera::psum<"x">(same ? 0 : 1);
+      },
+      mesh, tessera::in_specs(P<>{}), tessera::out_specs(P<>{}));
+  CHECK(tessera::to_host(scatter(x))() == 0);
+  auto out_of_range = tessera::shard_map([](auto b) { return tessera::all_gather<"x">(b, -3, tessera::tiled); }, mesh,
+                                         tessera::in_specs(P<none, "x">{}), tessera::out_specs(P<>{}));
+  CHECK_THROWS_WITH(out_of_range(x), Contains("tessera::all_gather(tiled): axis -3 is out of range for 2 dimensions"));
+}

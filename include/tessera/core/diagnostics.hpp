@@ -166,4 +166,15 @@ struct squeeze_axes_must_be_distinct_dimensions_of_the_operand {
   static constexpr bool value = true;
 };
 
+/// Fires when a collective's tiled argument is not tessera::tiled (`all_gather<"x">(v, 1, true)`).
+template <class Flag, bool Ok>
+struct tiled_must_be_passed_as_tessera_tiled {
+  static_assert(Ok,
+                "tessera: JAX's tiled=True is written tessera::tiled in C++: all_gather<\"x\">(v, axis, "
+                "tessera::tiled), psum_scatter<\"x\">(v, dim, tessera::tiled), all_to_all<\"x\">(v, split, concat, "
+                "tessera::tiled); leave it out for tiled=False (the argument's type is the argument of "
+                "'tiled_must_be_passed_as_tessera_tiled<type>' above)");
+  static constexpr bool value = true;
+};
+
 }  // namespace tessera::diagnostic

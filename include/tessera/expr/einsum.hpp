@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -666,6 +667,26 @@ auto einsum_dot_primal(A a, B b) {
   }
 }
 
+/// The specs of operands of types A and B once einsum has summed their unique indices, and the
+/// dot_general rule on them: what einsum<S>(a, b) would refuse, known without building it.
+template <einsum_subscripts S, class A, class B>
+constexpr auto einsum_rule_for() {
+  constexpr einsum_labels L = parse_einsum(S.view());
+  constexpr einsum_labels K = einsum_kept_labels(L);
+  using ta = operand_traits<A>;
+  using tb = operand_traits<B>;
+  auto kept = [](einsum_term const& t, einsum_term const& k, auto const& spec) {
+    std::array<dim_spec, std::tuple_size_v<std::remove_cvref_t<decltype(spec)>>> out{};
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < t.rank; ++i)
+      if (k.has(t.labels[i])) out[j++] = spec[i];
+    return out;
+  };
+  auto const sa = full_spec<K.a.rank>(kept(L.a, K.a, ta::spec));
+  auto const sb = full_spec<K.b.rank>(kept(L.b, K.b, tb::spec));
+  return einsum_rule<K.a.rank, K.b.rank, K.out.rank>(K, sa, sb, ta::mesh_type::axes);
+}
+
 /// The labels of the product that gives the cotangent of one operand: g (indices `g`) against
 /// the other operand (`other`), into `target`.
 constexpr einsum_labels einsum_transpose_labels(einsum_term const& g, einsum_term const& other,
@@ -706,25 +727,25 @@ auto einsum_dot(A&& a, B&& b) {
   }
 }
 
-/// The checks every einsum makes on its subscripts and operand ranks; true when they pass.
+/// Whether the subscripts are well formed and fit the operands' count and ranks.
 template <einsum_subscripts S, std::size_t Given, std::size_t RA, std::size_t RB>
-constexpr bool einsum_checks() {
+constexpr bool einsum_ok() {
   constexpr einsum_labels L = parse_einsum(S.view());
-  if constexpr (L.error != einsum_error::none) {
+  return L.error == einsum_error::none && L.operands == Given && L.a.rank == RA && (Given == 1 || L.b.rank == RB);
+}
+
+/// The compile error for subscripts that are not einsum_ok (one, the first that applies).
+template <einsum_subscripts S, std::size_t Given, std::size_t RA, std::size_t RB>
+void einsum_diagnose() {
+  constexpr einsum_labels L = parse_einsum(S.view());
+  if constexpr (L.error != einsum_error::none)
     static_assert(diagnostic::einsum_subscripts_must_be_well_formed<S, L.index, L.error>::value);
-    return false;
-  } else if constexpr (L.operands != Given) {
+  else if constexpr (L.operands != Given)
     static_assert(diagnostic::einsum_operand_count_must_match_the_subscripts<S, L.operands, Given, false>::value);
-    return false;
-  } else if constexpr (L.a.rank != RA) {
+  else if constexpr (L.a.rank != RA)
     static_assert(diagnostic::einsum_indices_must_match_the_operand_rank<S, 0, L.a.rank, RA, false>::value);
-    return false;
-  } else if constexpr (Given == 2 && L.b.rank != RB) {
+  else
     static_assert(diagnostic::einsum_indices_must_match_the_operand_rank<S, 1, L.b.rank, RB, false>::value);
-    return false;
-  } else {
-    return true;
-  }
 }
 
 /// The transpose taking the kept indices `from` to the output's order.
@@ -748,7 +769,8 @@ template <einsum_subscripts S, class X>
 auto einsum_one(X&& x) {
   constexpr std::size_t R = einsum_rank_v<X>;
   using failed = failed_expression<einsum_value_t<X>, 0, einsum_mesh_t<X>>;
-  if constexpr (!einsum_checks<S, 1, R, 0>()) {
+  if constexpr (!einsum_ok<S, 1, R, 0>()) {
+    einsum_diagnose<S, 1, R, 0>();
     return failed{};
   } else {
     constexpr einsum_labels L = parse_einsum(S.view());
@@ -762,7 +784,8 @@ auto einsum_one(X&& x) {
 template <einsum_subscripts S, bool OutGiven, class A, class B>
 auto einsum_two(A&& a, B&& b) {
   using failed = failed_expression<promote_t<einsum_value_t<A>, einsum_value_t<B>>, 0, einsum_mesh_t<A>>;
-  if constexpr (!einsum_checks<S, 2, einsum_rank_v<A>, einsum_rank_v<B>>()) {
+  if constexpr (!einsum_ok<S, 2, einsum_rank_v<A>, einsum_rank_v<B>>()) {
+    einsum_diagnose<S, 2, einsum_rank_v<A>, einsum_rank_v<B>>();
     return failed{};
   } else {
     constexpr einsum_labels L = parse_einsum(S.view());

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,22 @@ struct tiled_t {
 };
 /// Pass as the last argument for JAX's `tiled=True`.
 inline constexpr tiled_t tiled{};
+
+/// A collective's dimension argument, as JAX takes it: negative counts from the end.
+struct collective_dim {
+  std::ptrdiff_t value;
+  template <std::integral I>
+  constexpr collective_dim(I v) : value(static_cast<std::ptrdiff_t>(v)) {}  // NOLINT: implicit from integers by design
+  /// The dimension among `rank` (a negative one plus rank); out of range stays out of range.
+  std::size_t resolve(std::size_t rank, char const* what, char const* name) const {
+    if (value >= 0) return static_cast<std::size_t>(value);
+    std::ptrdiff_t const from_end = value + static_cast<std::ptrdiff_t>(rank);
+    if (from_end >= 0) return static_cast<std::size_t>(from_end);
+    throw std::invalid_argument(std::string(what) + ": " + name + " " + std::to_string(value) +
+                                " is out of range for " + std::to_string(rank) + " dimensions (-" +
+                                std::to_string(rank) + " to " + std::to_string(rank) + " - 1)");
+  }
+};
 
 namespace detail {
 
@@ -487,44 +504,77 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
 /// The result is the same on every device along the axes (JAX's all_gather_invariant; JAX's
 /// all_gather types it as varying only because of how it differentiates).
 template <axis_name... A, class V>
-auto all_gather(V&& v, std::size_t axis = 0) {
-  return detail::gather<false, A...>(std::forward<V>(v), axis);
+auto all_gather(V&& v, collective_dim axis = 0) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::gather<false, A...>(std::forward<V>(v), axis.resolve(N + 1, "tessera::all_gather", "axis"));
 }
 
 /// jax.lax.all_gather(x, axes, axis=axis, tiled=True): every device's x concatenated along `axis`.
 template <axis_name... A, class V>
-auto all_gather(V&& v, std::size_t axis, tiled_t) {
-  return detail::gather<true, A...>(std::forward<V>(v), axis);
+auto all_gather(V&& v, collective_dim axis, tiled_t) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::gather<true, A...>(std::forward<V>(v), axis.resolve(N, "tessera::all_gather(tiled)", "axis"));
+}
+
+/// all_gather(v, axis, true): JAX's tiled=True is spelled tessera::tiled here.
+template <axis_name... A, class V, class Flag>
+  requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
+auto all_gather(V&& v, collective_dim axis, Flag&&) {
+  static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
+  return all_gather<A...>(std::forward<V>(v), axis, tiled);  // the fixed call's type: no error after ours
 }
 
 /// jax.lax.psum_scatter(x, axes, scatter_dimension=dim): the sum, where device i keeps
 /// index i of dimension `dim` (whose size must be the axis size); that dimension is removed.
 template <axis_name... A, class V>
-auto psum_scatter(V&& v, std::size_t dim = 0) {
-  return detail::scatter<false, A...>(std::forward<V>(v), dim);
+auto psum_scatter(V&& v, collective_dim dim = 0) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::scatter<false, A...>(std::forward<V>(v), dim.resolve(N, "tessera::psum_scatter", "scatter_dimension"));
 }
 
 /// jax.lax.psum_scatter(x, axes, scatter_dimension=dim, tiled=True): the sum, where device i
 /// keeps the i-th of k equal chunks of dimension `dim`.
 template <axis_name... A, class V>
-auto psum_scatter(V&& v, std::size_t dim, tiled_t) {
-  return detail::scatter<true, A...>(std::forward<V>(v), dim);
+auto psum_scatter(V&& v, collective_dim dim, tiled_t) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::scatter<true, A...>(std::forward<V>(v), dim.resolve(N, "tessera::psum_scatter", "scatter_dimension"));
+}
+
+/// psum_scatter(v, dim, true): JAX's tiled=True is spelled tessera::tiled here.
+template <axis_name... A, class V, class Flag>
+  requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
+auto psum_scatter(V&& v, collective_dim dim, Flag&&) {
+  static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
+  return psum_scatter<A...>(std::forward<V>(v), dim, tiled);  // the fixed call's type: no error after ours
 }
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis, tiled=True): dimension `split_axis` is cut
 /// into one chunk per device; chunk j goes to device j, and the chunks received are concatenated
 /// along `concat_axis` in device order.
 template <axis_name... A, class V>
-auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis, tiled_t) {
-  return detail::exchange<true, A...>(std::forward<V>(v), split_axis, concat_axis);
+auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis, tiled_t) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::exchange<true, A...>(std::forward<V>(v), split_axis.resolve(N, "tessera::all_to_all", "split_axis"),
+                                      concat_axis.resolve(N, "tessera::all_to_all", "concat_axis"));
+}
+
+/// all_to_all(v, split, concat, true): JAX's tiled=True is spelled tessera::tiled here.
+template <axis_name... A, class V, class Flag>
+  requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
+auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis, Flag&&) {
+  static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
+  // The fixed call's type: no error after ours.
+  return all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled);
 }
 
 /// jax.lax.all_to_all(x, axes, split_axis, concat_axis): dimension `split_axis` (whose size is the
 /// axis size) is scattered over the devices and a new dimension of that size, indexed by source
 /// device, appears at `concat_axis` of the result.
 template <axis_name... A, class V>
-auto all_to_all(V&& v, std::size_t split_axis, std::size_t concat_axis) {
-  return detail::exchange<false, A...>(std::forward<V>(v), split_axis, concat_axis);
+auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis) {
+  constexpr std::size_t N = detail::value_traits<V>::rank;
+  return detail::exchange<false, A...>(std::forward<V>(v), split_axis.resolve(N, "tessera::all_to_all", "split_axis"),
+                                       concat_axis.resolve(N, "tessera::all_to_all", "concat_axis"));
 }
 
 /// jax.lax.ppermute(x, axes, perm): device `dst` receives the x of device `src` for each
