@@ -39,12 +39,14 @@
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/dtype.hpp"
 #include "tessera/core/indexing_diagnostics.hpp"
+#include "tessera/core/mesh.hpp"
 #include "tessera/core/shape_diagnostics.hpp"
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/computed.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
+#include "tessera/expr/shape_ops.hpp"  // normalize_axis, axis_in_range
 #include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
