@@ -134,7 +134,7 @@ TEST_CASE("einsum: subscripts parsed at compile time", "[einsum]") {
 TEST_CASE("einsum: two operands on an Auto mesh, against a host einsum", "[einsum]") {
   tessera::runtime rt{8};
   for (std::array<std::size_t, 2> shape : {std::array<std::size_t, 2>{2, 4}, {4, 2}, {1, 8}, {2, 2}}) {
-    auto mesh = tessera::make_mesh<"X", "Y">({shape[0], shape[1]});
+    auto mesh = tessera::make_mesh<"X", "Y">({static_cast<int>(shape[0]), static_cast<int>(shape[1])});
     auto on = [&](auto spec) { return tessera::named_sharding(mesh, spec); };
     auto const q = input<4>({2, 8, 4, 4}, 0.1), k = input<4>({2, 8, 4, 4}, 0.7), v = input<4>({2, 8, 4, 4}, 1.3);
     auto const m1 = input<2>({8, 6}, 0.2), m2 = input<2>({6, 8}, 0.5);
