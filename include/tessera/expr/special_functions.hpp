@@ -69,13 +69,18 @@ struct gelu_erf {
   }
 };
 
+/// An argument past which exp is inf (and -it, 0): xsimd's exp converts x / log(2) to an integer,
+/// undefined behaviour for |x| near 1e30, so its batches get no larger arguments.
+template <class V>
+inline constexpr V exp_overflows = sizeof(V) == 4 ? V(104) : V(746);
+
 /// jax.nn.silu: x * sigmoid(x), sigmoid as 1 / (1 + exp(-x)) (XLA's expansion of lax.logistic).
 struct silu {
   template <class T> static constexpr bool simd = std::is_floating_point_v<T>;
   template <class X> static X apply(X x) {
     using V = tessera::detail::special::scalar_t<X>;
     if constexpr (detail::is_number<X>) return x * (V(1) / (V(1) + std::exp(-x)));
-    else return x * (X(V(1)) / (X(V(1)) + xsimd::exp(-x)));
+    else return x * (X(V(1)) / (X(V(1)) + xsimd::exp(xsimd::max(xsimd::min(-x, X(exp_overflows<V>)), X(-exp_overflows<V>)))));
   }
 };
 
@@ -88,7 +93,8 @@ struct softplus {
       if (x != x) return x;
       return (x > V(0) ? x : V(0)) + std::log1p(std::exp(-std::fabs(x)));
     } else {
-      X const r = xsimd::select(x > X(V(0)), x, X(V(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
+      X const r = xsimd::select(x > X(V(0)), x, X(V(0))) +
+                  xsimd::log1p(xsimd::exp(xsimd::max(-xsimd::abs(x), X(-exp_overflows<V>))));
       return xsimd::select(x != x, x, r);
     }
   }
@@ -114,6 +120,11 @@ auto gelu(X&& x) {
   if constexpr (Approximate) return detail::floating_function<op::gelu_tanh>(std::forward<X>(x));
   else return detail::floating_function<op::gelu_erf>(std::forward<X>(x));
 }
+/// An argument past which exp is inf (and -it, 0): xsimd's exp converts x / log(2) to an integer,
+/// undefined behaviour for |x| near 1e30, so its batches get no larger arguments.
+template <class V>
+inline constexpr V exp_overflows = sizeof(V) == 4 ? V(104) : V(746);
+
 /// jax.nn.silu: x * sigmoid(x).
 template <sharded_expression X>
 auto silu(X&& x) {
