@@ -76,10 +76,10 @@ void check_all_scans(X const& x, xt::xtensor<double, N> const& h, double tol) {
 
 TEST_CASE("scans along unsharded and sharded dimensions match xtensor on 1, 2 and 3 axis meshes", "[scan]") {
   tessera::runtime rt{8};
-  SECTION("one axis, a long line cut into chains") {
+  SECTION("one axis, long lines scanned in tiles (with a remainder), uneven blocks") {
     auto const mesh = tessera::make_mesh<"x">({8});
-    // 8 * 8192 elements: each device's part is long enough to be scanned as 8 chains.
-    auto const h = values<1>({8 * 8192}, 0.3);
+    // 8 * 8192 + 13 elements: blocks of 8194 (the last 8155): 4 tiles of 2048 and a rest each.
+    auto const h = values<1>({8 * 8192 + 13}, 0.3);
     xt::xtensor<double, 1> const hp = 1.0 + h * 1e-4;  // products of many factors stay finite
     auto const x = tessera::device_put(h, tessera::named_sharding(mesh, P<"x">{}));
     auto const xp = tessera::device_put(hp, tessera::named_sharding(mesh, P<"x">{}));

@@ -164,11 +164,11 @@ auto local_scan_of(local_tracer<T, N> const& x) {
   auto const& xv = x.node()->value;
   scan_lines const lines = lines_of(xv.shape, axis);
   auto y = make_value<T>(xv.shape);
-  scan_block<Op, Reverse, T, T>(xv.data(), y.data(), lines, 1, nullptr);
+  scan_block<Op, Reverse, T, T>(xv.data(), y.data(), lines, nullptr);
   return local_record(std::move(y), x.node()->vma, [x, lines](local_value<T, N> g, axis_mask v) {
     auto gx = make_value<T>(g.shape);
     if constexpr (std::is_same_v<Op, op::sum>)
-      scan_block<op::sum, !Reverse, T, T>(g.data(), gx.data(), lines, 1, nullptr);
+      scan_block<op::sum, !Reverse, T, T>(g.data(), gx.data(), lines, nullptr);
     else
       scan_vjp_block<Op, Reverse, T>(x.node()->value.data(), g.data(), lines, 0, lines.len, gx.data());
     x.node()->add(v, std::move(gx));

@@ -7,8 +7,7 @@
 // sharded over Explicit axes JAX refuses ("Input should be unsharded over the axis being
 // reduced"), and so does tessera, at compile time. Along one sharded over Auto axes JAX
 // all-gathers the operand; tessera moves only the blocks' totals instead:
-//   1. each device reduces its block along the scanned dimension (one total per line, or per
-//      chain of a long contiguous line: see scan_chains);
+//   1. each device reduces its block along the scanned dimension (one total per line);
 //   2. the totals are all-gathered over the mesh axes of that dimension (a reshard of a small
 //      array, so it runs across processes too), which explain() lists;
 //   3. each device folds the totals of the blocks before its own (an exclusive scan) and scans
@@ -73,16 +72,13 @@ scan_lines lines_of(std::array<slice, N> const& block, std::size_t axis) {
   return lines_of(block_shape(block), axis);
 }
 
-/// A contiguous line (inner == 1) of at least scan_chain_min elements per device is cut into
-/// scan_chains chunks scanned side by side, each from the fold of the chunks before it: one
-/// long chain of dependent additions runs at the adder's latency (4 cycles an element), eight
-/// interleaved ones at its throughput. The chunks' totals are what the devices exchange.
-inline constexpr std::size_t scan_chains = 8;
-inline constexpr std::size_t scan_chain_min = 4096;
-/// How many chunks each device's part of a line of `len` elements over k blocks is cut into.
-inline std::size_t scan_chain_count(std::size_t len, std::size_t k, bool contiguous) {
-  return contiguous && k != 0 && len / k >= scan_chain_min ? scan_chains : 1;
-}
+/// A contiguous line (inner == 1) is scanned in tiles of scan_lanes runs of scan_run elements:
+/// the runs' totals first (the tile then sits in L1), then the runs side by side, each from the
+/// fold of those before it. One chain of dependent additions runs at the adder's latency (about
+/// 4 cycles an element); eight interleaved ones at its throughput. (Runs a cache line apart or
+/// more, not far apart: chains 1 MiB apart would all map to one L1 set.)
+inline constexpr std::size_t scan_lanes = 8;
+inline constexpr std::size_t scan_run = 256;
 
 /// out[j] = Op(a[j], b[j]) for j < n, on xsimd batches where R has them.
 template <class Op, class R>
@@ -102,42 +98,49 @@ R as_scan(T v) {
   return static_cast<R>(v);
 }
 
+/// A contiguous line of len elements scanned from `acc` in tiles (see scan_lanes), Reverse from the end.
+template <class Op, bool Reverse, class R, class T>
+void scan_tiled(T const* in, R* out, std::size_t len, R acc) {
+  constexpr std::size_t tile = scan_lanes * scan_run;
+  auto at = [len](std::size_t i) { return Reverse ? len - 1 - i : i; };  // scan order to memory
+  std::size_t t0 = 0;
+  for (; t0 + tile <= len; t0 += tile) {
+    std::array<R, scan_lanes> run;
+    run.fill(Op::template identity<R>());
+    for (std::size_t s = 0; s < scan_run; ++s)
+      for (std::size_t c = 0; c < scan_lanes; ++c)
+        run[c] = Op::combine(run[c], as_scan<R>(in[at(t0 + c * scan_run + s)]));
+    for (std::size_t c = 0; c < scan_lanes; ++c) {  // each run's start: the fold of those before it
+      R const total = run[c];
+      run[c] = acc;
+      acc = Op::combine(acc, total);
+    }
+    for (std::size_t s = 0; s < scan_run; ++s)
+      for (std::size_t c = 0; c < scan_lanes; ++c) {
+        std::size_t const i = at(t0 + c * scan_run + s);
+        out[i] = run[c] = Op::combine(run[c], as_scan<R>(in[i]));
+      }
+  }
+  for (; t0 < len; ++t0) {
+    std::size_t const i = at(t0);
+    out[i] = acc = Op::combine(acc, as_scan<R>(in[i]));
+  }
+}
+
 /// Scans a block of lines `g` (in: the operand's block; out: the result's, both row-major):
 /// out[o, i, j] = Op over the elements of line (o, j) up to i (Reverse: from i to the end).
-/// The line is cut into C chunks (block_range(len, C, c)); chunk c starts from
-/// start[(o * C + c) * inner + j], or, where start is null (then C is 1), from its first element.
+/// Line (o, j) starts from start[o * inner + j] (the fold of what comes before the block), or,
+/// where start is null, from its first element.
 template <class Op, bool Reverse, class R, class T>
-void scan_block(T const* in, R* out, scan_lines const& g, std::size_t C, R const* start) {
+void scan_block(T const* in, R* out, scan_lines const& g, R const* start) {
   std::size_t const len = g.len, inner = g.inner;
   if (len == 0 || inner == 0) return;
   for (std::size_t o = 0; o < g.outer; ++o) {
     T const* bi = in + o * len * inner;
     R* bo = out + o * len * inner;
-    R const* so = start ? start + o * C * inner : nullptr;
-    if (inner == 1 && C == scan_chains) {
-      std::array<R, scan_chains> acc;
-      std::array<std::size_t, scan_chains> lo, hi;
-      std::size_t common = len;
-      for (std::size_t c = 0; c < scan_chains; ++c) {
-        slice const r = block_range(len, scan_chains, c);
-        lo[c] = r.start;
-        hi[c] = r.stop;
-        common = std::min(common, r.size());
-        acc[c] = so[c];
-      }
-      // The chains side by side for as long as all have elements, then each one's rest.
-      for (std::size_t s = 0; s < common; ++s)
-        for (std::size_t c = 0; c < scan_chains; ++c) {
-          std::size_t const i = Reverse ? hi[c] - 1 - s : lo[c] + s;
-          acc[c] = Op::combine(acc[c], as_scan<R>(bi[i]));
-          bo[i] = acc[c];
-        }
-      for (std::size_t c = 0; c < scan_chains; ++c)
-        for (std::size_t s = common; s < hi[c] - lo[c]; ++s) {
-          std::size_t const i = Reverse ? hi[c] - 1 - s : lo[c] + s;
-          acc[c] = Op::combine(acc[c], as_scan<R>(bi[i]));
-          bo[i] = acc[c];
-        }
+    R const* so = start ? start + o * inner : nullptr;
+    if (inner == 1 && len >= scan_lanes * scan_run) {
+      scan_tiled<Op, Reverse, R>(bi, bo, len, so ? so[0] : Op::template identity<R>());
     } else if (inner == 1) {
       std::size_t const first = Reverse ? len - 1 : 0;
       R acc = so ? Op::combine(so[0], as_scan<R>(bi[first])) : as_scan<R>(bi[first]);
@@ -172,69 +175,63 @@ void scan_block(T const* in, R* out, scan_lines const& g, std::size_t C, R const
   }
 }
 
-/// tot[(o * C + c) * inner + j] = Op over chunk c (block_range(len, C, c)) of line (o, j) of the
-/// block; Op's identity for an empty chunk.
+/// tot[o * inner + j] = Op over line (o, j) of the block (Op's identity for an empty line).
 template <class Op, class R, class T>
-void chunk_totals(T const* in, R* tot, scan_lines const& g, std::size_t C) {
+void line_totals(T const* in, R* tot, scan_lines const& g) {
   std::size_t const len = g.len, inner = g.inner;
   R const id = Op::template identity<R>();
+  std::vector<R> conv(std::is_same_v<R, T> ? 0 : inner);
   for (std::size_t o = 0; o < g.outer; ++o) {
     T const* bi = in + o * len * inner;
-    for (std::size_t c = 0; c < C; ++c) {
-      R* t = tot + (o * C + c) * inner;
-      slice const r = block_range(len, C, c);
-      if (inner == 1) {
-        // Eight partial folds side by side (the adder's throughput, not its latency).
-        std::array<R, 8> acc;
-        acc.fill(id);
-        std::size_t i = r.start;
-        for (; i + 8 <= r.stop; i += 8)
-          for (std::size_t q = 0; q < 8; ++q) acc[q] = Op::combine(acc[q], as_scan<R>(bi[i + q]));
-        R a = id;
-        for (std::size_t q = 0; q < 8; ++q) a = Op::combine(a, acc[q]);
-        for (; i < r.stop; ++i) a = Op::combine(a, as_scan<R>(bi[i]));
-        t[0] = a;
-      } else {
-        std::fill(t, t + inner, id);
-        std::vector<R> conv(std::is_same_v<R, T> ? 0 : inner);
-        for (std::size_t i = r.start; i < r.stop; ++i) {
-          R const* x;
-          if constexpr (std::is_same_v<R, T>) {
-            x = bi + i * inner;
-          } else {
-            for (std::size_t j = 0; j < inner; ++j) conv[j] = as_scan<R>(bi[i * inner + j]);
-            x = conv.data();
+    R* t = tot + o * inner;
+    if (inner == 1) {
+      // Partial folds side by side (on xsimd batches where R has them): the adder's throughput.
+      R a = id;
+      std::size_t i = 0;
+      if constexpr (std::is_same_v<R, T> && simd::vectorised<R>) {
+        using B = xsimd::batch<R>;
+        if (len >= 4 * B::size) {
+          B acc[4] = {B(id), B(id), B(id), B(id)};
+          for (; i + 4 * B::size <= len; i += 4 * B::size)
+            for (std::size_t q = 0; q < 4; ++q) acc[q] = Op::combine(acc[q], B::load_unaligned(bi + i + q * B::size));
+          alignas(64) R lanes[B::size];
+          for (std::size_t q = 0; q < 4; ++q) {
+            acc[q].store_unaligned(lanes);
+            for (R v : lanes) a = Op::combine(a, v);
           }
-          combine_rows<Op>(t, t, x, inner);
         }
+      }
+      for (; i < len; ++i) a = Op::combine(a, as_scan<R>(bi[i]));
+      t[0] = a;
+    } else {
+      std::fill(t, t + inner, id);
+      for (std::size_t i = 0; i < len; ++i) {
+        R const* x;
+        if constexpr (std::is_same_v<R, T>) {
+          x = bi + i * inner;
+        } else {
+          for (std::size_t j = 0; j < inner; ++j) conv[j] = as_scan<R>(bi[i * inner + j]);
+          x = conv.data();
+        }
+        combine_rows<Op>(t, t, x, inner);
       }
     }
   }
 }
 
-/// start[(o * C + c) * inner + j] = the fold of the totals of line (o, j) that come before this
-/// device's chunk c in scan order (Op's identity for the first): `all` holds the K totals of
-/// every device's chunks, [outer, K, inner], and this device's are [b * C, b * C + C).
+/// start[o * inner + j] = the fold of the totals of line (o, j) on the devices before this one
+/// (index b of the K along the scanned dimension) in scan order, Op's identity for the first:
+/// `all` holds every device's totals, [outer, K, inner].
 template <class Op, bool Reverse, class R>
-void chunk_starts(R const* all, R* start, std::size_t outer, std::size_t K, std::size_t inner, std::size_t b,
-                  std::size_t C) {
-  R const id = Op::template identity<R>();
-  std::vector<R> acc(inner);
+void exclusive_fold(R const* all, R* start, std::size_t outer, std::size_t K, std::size_t inner, std::size_t b) {
   for (std::size_t o = 0; o < outer; ++o) {
     R const* a = all + o * K * inner;
-    std::fill(acc.begin(), acc.end(), id);
+    R* acc = start + o * inner;
+    std::fill(acc, acc + inner, Op::template identity<R>());
     if constexpr (Reverse) {
-      for (std::size_t t = K; t-- > b * C + C;) combine_rows<Op>(acc.data(), acc.data(), a + t * inner, inner);
-      for (std::size_t c = C; c-- > 0;) {
-        std::copy(acc.begin(), acc.end(), start + (o * C + c) * inner);
-        combine_rows<Op>(acc.data(), acc.data(), a + (b * C + c) * inner, inner);
-      }
+      for (std::size_t t = K; t-- > b + 1;) combine_rows<Op>(acc, acc, a + t * inner, inner);
     } else {
-      for (std::size_t t = 0; t < b * C; ++t) combine_rows<Op>(acc.data(), acc.data(), a + t * inner, inner);
-      for (std::size_t c = 0; c < C; ++c) {
-        std::copy(acc.begin(), acc.end(), start + (o * C + c) * inner);
-        combine_rows<Op>(acc.data(), acc.data(), a + (b * C + c) * inner, inner);
-      }
+      for (std::size_t t = 0; t < b; ++t) combine_rows<Op>(acc, acc, a + t * inner, inner);
     }
   }
 }
@@ -267,7 +264,7 @@ auto local_scan(X x) {
   auto const shape = shape_of(x);
   typename A::sharding_type const s(*mesh_of(x));
   auto kernel = [](auto const& src, std::size_t pos, std::array<slice, N> const& block, R* out) {
-    scan_block<Op, Reverse, R, T>(src.block_data(pos), out, lines_of(block, axis), 1, nullptr);
+    scan_block<Op, Reverse, R, T>(src.block_data(pos), out, lines_of(block, axis), nullptr);
   };
   return relayout<A, in_spec>(std::move(x), s, shape, scan_name<Op>(), kernel);
 }
@@ -290,26 +287,23 @@ auto sharded_scan(X x) {
   Mesh const& mesh = *mesh_of(x);
   S const s(mesh);
   std::size_t const k = parts_along(mesh, in_spec, axis);
-  std::size_t inner = 1;
-  for (std::size_t d = axis + 1; d < N; ++d) inner *= shape[d];
-  std::size_t const C = scan_chain_count(shape[axis], k, inner == 1);
-  // The totals: C per device along the scanned dimension, laid out as the operand.
+  // The totals: one per line and device, laid out as the operand.
   shape_t<N> tshape = shape;
-  tshape[axis] = k * C;
-  auto make = [x, s, shape, tshape, C]() -> A {
+  tshape[axis] = k;
+  auto make = [x, s, shape, tshape]() -> A {
     constexpr char const* what = scan_name<Op>();
     auto const src = evaluated_as<in_spec>(x);
     A const totals = build_array<R, N, S>(s, tshape, what, [&](std::size_t pos, std::array<slice, N> const&, R* out) {
-      chunk_totals<Op, R, T>(src.block_data(pos), out, lines_of(src.sharding().block(pos, shape), axis), C);
+      line_totals<Op, R, T>(src.block_data(pos), out, lines_of(src.sharding().block(pos, shape), axis));
     });
     auto const all = resharded<A, gathered_spec>(totals).result();
     std::size_t const K = tshape[axis];
     return build_array<R, N, S>(s, shape, what, [&](std::size_t pos, std::array<slice, N> const& block, R* out) {
       scan_lines const g = lines_of(block, axis);
-      std::size_t const b = s.block(pos, tshape)[axis].start / C;
-      std::vector<R> start(g.outer * C * g.inner);
-      chunk_starts<Op, Reverse, R>(all.block_data(pos), start.data(), g.outer, K, g.inner, b, C);
-      scan_block<Op, Reverse, R, T>(src.block_data(pos), out, g, C, start.data());
+      std::size_t const b = s.block(pos, tshape)[axis].start;
+      std::vector<R> start(g.outer * g.inner);
+      exclusive_fold<Op, Reverse, R>(all.block_data(pos), start.data(), g.outer, K, g.inner, b);
+      scan_block<Op, Reverse, R, T>(src.block_data(pos), out, g, start.data());
     });
   };
   auto plan = [x, s, tshape](std::vector<collective_event>& out) {

@@ -29,7 +29,7 @@ auto scan_plain(X const& x) {
   auto const v = values_of(x);
   auto y = make_value<R>(v.shape);
   if constexpr (numbers && in_range)
-    scan_block<Op, Reverse, R, T>(v.data(), y.data(), lines_of(v.shape, normalize_axis(Axis, N)), 1, nullptr);
+    scan_block<Op, Reverse, R, T>(v.data(), y.data(), lines_of(v.shape, normalize_axis(Axis, N)), nullptr);
   return plain_result<plain_vma<X>>(std::move(y));
 }
 }  // namespace detail
