@@ -315,6 +315,14 @@ class cotangent {
   std::unique_ptr<pending_sum<A>> partial_;
 };
 
+/// The blocks of a value a pass's prelude computes: each device's block is written once, by
+/// the prelude's step on that device, or earlier by whatever reads it first (write_block on the
+/// device's own thread, write_all from the host for a whole-array read).
+struct prelude_blocks {
+  std::function<void(std::size_t pos)> write_block;
+  std::function<void()> write_all;
+};
+
 /// One value of the traced program: its forward value (computed when first needed), its
 /// cotangent, and the tape it belongs to (not owned: the tape's steps own the nodes).
 template <class A>
@@ -327,6 +335,7 @@ struct node {
       if (!value) value.emplace(make());
     });
     if (!value) value.emplace(make());  // the pass that was to compute it failed (see schedule)
+    if (pending) pending->write_all();  // claimed by a pass's prelude that has not run yet
     return *value;
   }
 
@@ -339,6 +348,10 @@ struct node {
   // be computed at the start of the pass that first reads it (expr/evaluate.hpp's pass_prelude)
   // instead of in a dispatch of its own, as XLA fuses element-wise producers into their consumer.
   std::function<void(pass_prelude&)> schedule;
+  /// Set while a pass's prelude has claimed this value (its storage exists, its blocks are
+  /// written by the prelude's steps): whatever reads it before that pass runs (a reduction of x
+  /// in x - mean(x), computed before the pass that reads x) writes the blocks it reads first.
+  std::shared_ptr<prelude_blocks> pending;
   std::once_flag once;
   std::optional<A> value;
   cotangent<A> ct;
@@ -408,7 +421,11 @@ class deferred : public expression_tag {
   mesh_type const& mesh() const { return n_->ct.sharding().mesh(); }
   A const& result() const { return n_->primal(); }
   auto evaluate() const { return result(); }
-  void prepare() const { (void)n_->primal(); }
+  /// Computes the value, unless a pass's prelude has claimed it (then that pass, or the first
+  /// reader of a block, writes it).
+  void prepare() const {
+    if (!n_->value) (void)n_->primal();
+  }
   /// A value not computed yet is computed in the prelude of the pass that reads it, where it can be.
   void schedule_into(pass_prelude& prelude) const {
     if (planning == nullptr && !n_->value && n_->schedule) n_->schedule(prelude);
@@ -420,7 +437,8 @@ class deferred : public expression_tag {
   }
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return cursor_of<Q>(n_->primal(), pos, rb, rs);
+    if (auto const& p = n_->pending) p->write_block(pos);  // this device's block, if no step wrote it yet
+    return cursor_of<Q>(*n_->value, pos, rb, rs);
   }
 
  private:
@@ -538,7 +556,11 @@ std::function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>> w, E cons
     auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, e.shape(), pool_for(s, "grad"), {}});
     st->buffers.resize(s.num_devices());
     n->value.emplace(A(st));
-    prelude.steps.push_back([st, e](std::size_t pos) {
+    // Each block once: by this prelude's step, or by a reader that comes first (see prelude_blocks).
+    auto written = std::make_shared<std::vector<char>>(s.num_devices(), 0);
+    auto write = [st, e, written](std::size_t pos) {
+      if ((*written)[pos]) return;
+      (*written)[pos] = 1;
       auto const block = st->sharding.block(pos, st->shape);
       auto const rb = eval_block<Q>(block);
       int const device = st->sharding.device_ids()[pos];
@@ -548,9 +570,25 @@ std::function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>> w, E cons
         fill_block<T, Q>(cur, buf.data(), block_shape(rb));
       }
       st->buffers[pos] = std::move(buf);
-    });
+    };
+    prelude.steps.push_back(write);
+    auto blocks = std::make_shared<prelude_blocks>();
+    blocks->write_block = write;
+    blocks->write_all = [st, write, written] {
+      auto const& ids = st->sharding.device_ids();
+      bool all = true;
+      for (std::size_t p = 0; p < ids.size(); ++p) all = all && ((*written)[p] || !st->pool->is_local(ids[p]));
+      if (all) return;
+      std::vector<std::size_t> pos_of(static_cast<std::size_t>(st->pool->global_size()), 0);
+      for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = p;
+      st->pool->run(std::span<int const>(ids), [&](int d) { write(pos_of[static_cast<std::size_t>(d)]); });
+    };
+    n->pending = std::move(blocks);
     prelude.on_failure.push_back([w] {
-      if (auto p = w.lock()) p->value.reset();
+      if (auto p = w.lock()) {
+        p->value.reset();
+        p->pending.reset();
+      }
     });
   };
 }

@@ -134,7 +134,7 @@ constexpr einsum_labels parse_einsum(std::string_view s) {
     for (char c = 'A'; c <= 'z'; ++c) {
       if (!einsum_letter(c)) continue;
       std::size_t k = 0;
-      for (einsum_term const* t : {&r.a, &r.b}) k += t->has(c) ? 1 : 0;
+      for (einsum_term const* t : {&r.a, &r.b}) k += t->has(c) ? std::size_t{1} : std::size_t{0};
       if (k == 1) r.out.push(c);
     }
   } else {

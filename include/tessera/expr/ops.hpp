@@ -143,7 +143,7 @@ struct abs {
 /// jnp.where(c, a, b)
 struct where {
   template <class T> static constexpr bool simd = false;
-  template <class X> static X apply(X c, X a, X b) { return c ? a : b; }
+  template <class X> static X apply(X c, X a, X b) { return c != X(0) ? a : b; }  // c is 0 or 1: tested for truth first
 };
 
 /// x.astype(T): the value converted (no arithmetic).
