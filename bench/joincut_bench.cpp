@@ -20,7 +20,8 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include <tessera/tessera.hpp>
+#include <tessera/expr.hpp>
+#include <tessera/expr/join_cut.hpp>
 
 namespace {
 

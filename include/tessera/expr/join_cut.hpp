@@ -294,16 +294,15 @@ void check_sharded_sizes(X const& x, shape_t<N> const& in, shape_t<N> const& out
 template <class X>
 using mesh_t = typename operand_traits<X>::mesh_type;
 
-/// Which operands' specs differ from the first's on Explicit axes: (operand, dim), or (0, 0).
+/// The first operand whose spec differs from the first's on Explicit axes and the dimension: (operand, dim), or (0, 0).
 template <class Mesh, std::size_t N, class... Xs>
 constexpr std::pair<std::size_t, std::size_t> first_explicit_mismatch(std::array<dim_spec, N> const& first) {
   std::size_t k = 0;
   std::pair<std::size_t, std::size_t> r{0, 0};
   auto one = [&](auto const& s) {
-    ++k;
-    if (r.first != 0) return;
     std::size_t const d = explicit_difference<Mesh>(canonical_spec(first), canonical_spec(s));
-    if (d < N) r = {k, d};
+    if (r.first == 0 && d < N) r = {k, d};
+    ++k;
   };
   (one(operand_traits<Xs>::spec), ...);
   return r;
@@ -539,8 +538,10 @@ auto static_slice(X x, std::array<long long, N> const& start, std::array<long lo
   return relayout<A, replicated>(std::move(x), s, out, name, kernel);
 }
 
-/// JAX's clamp of a dynamic start: into [0, size - window].
+/// JAX's reading of a dynamic start: a negative one counts from the end (allow_negative_indices),
+/// then it is clamped into [0, size - window].
 inline std::size_t clamped_start(long long start, std::size_t size, std::size_t window) {
+  if (start < 0) start += static_cast<long long>(size);
   long long const hi = static_cast<long long>(size) - static_cast<long long>(window);
   return static_cast<std::size_t>(std::clamp(start, 0ll, hi < 0 ? 0ll : hi));
 }
@@ -798,8 +799,8 @@ auto slice_in_dim(X&& x, long long start, long long stop, long long step = 1) {
   return detail::jc::static_slice(std::move(xs), st, sp, stp, "slice_in_dim", "slicing");
 }
 
-/// jax.lax.dynamic_slice(x, starts, sizes): starts known at run time, clamped as JAX clamps them
-/// (into [0, size - slice size]); x's sharding kept.
+/// jax.lax.dynamic_slice(x, starts, sizes): starts known at run time, read as JAX reads them (a
+/// negative one counts from the end, then clamped into [0, size - slice size]); x's sharding kept.
 template <sharded_expression X, std::integral I, std::integral J, std::size_t N>
 auto dynamic_slice(X&& x, I const (&starts)[N], J const (&sizes)[N]) {
   static_assert(N == detail::operand_traits<detail::stored_t<X>>::rank,
