@@ -22,6 +22,6 @@ int main() {
 #else
   auto y = tessera::device_put(h, tessera::named_sharding(mesh, P<>{}));
 #endif
-  auto r = tessera::eval(tessera::concatenate<0>(x, y));  // float32[16@X,4]
+  tessera::array r = tessera::concatenate<0>(x, y);  // float32[16@X,4]
   return tessera::type_of(r) == "float32[16@X,4]" ? 0 : 1;
 }

@@ -23,6 +23,6 @@ int main() {
 #else
   auto u = tessera::device_put(uh, tessera::named_sharding(mesh, P<>{}));
 #endif
-  auto r = tessera::eval(tessera::dynamic_update_slice(x, u, {1, 0}));  // float32[8@X,4]
+  tessera::array r = tessera::dynamic_update_slice(x, u, {1, 0});  // float32[8@X,4]
   return tessera::type_of(r) == "float32[8@X,4]" ? 0 : 1;
 }

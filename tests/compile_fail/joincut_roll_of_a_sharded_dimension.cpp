@@ -18,9 +18,9 @@ int main() {
   xt::xtensor<float, 2> const h = xt::reshape_view(xt::arange<float>(32.0f), {8, 4});
   auto x = tessera::device_put(h, tessera::named_sharding(mesh, P<"X", none>{}));
 #ifdef TESSERA_FIXED
-  auto r = tessera::eval(tessera::roll<1>(x, 3));  // float32[8@X,4]: the unsharded dimension
+  tessera::array r = tessera::roll<1>(x, 3);  // float32[8@X,4]: the unsharded dimension
 #else
-  auto r = tessera::eval(tessera::roll<0>(x, 3));
+  tessera::array r = tessera::roll<0>(x, 3);
 #endif
   return tessera::type_of(r) == "float32[8@X,4]" ? 0 : 1;
 }
