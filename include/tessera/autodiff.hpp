@@ -9,6 +9,7 @@
 #include "tessera/autodiff/local_special.hpp"
 #include "tessera/autodiff/special_rules.hpp"
 #include "tessera/autodiff/shape_rules.hpp"
+#include "tessera/autodiff/join_cut_rules.hpp"
 #include "tessera/autodiff/indexing_rules.hpp"
 #include "tessera/autodiff/local_shape_ops.hpp"
 #include "tessera/autodiff/scan_rules.hpp"

@@ -25,6 +25,7 @@
 #include "tessera/expr/expand_dims.hpp"
 #include "tessera/expr/computed.hpp"
 #include "tessera/expr/shape_ops.hpp"
+#include "tessera/expr/join_cut.hpp"
 #include "tessera/expr/scan.hpp"
 #include "tessera/expr/indexing.hpp"
 #include "tessera/expr/typeof_expression.hpp"

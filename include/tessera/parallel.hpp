@@ -7,6 +7,7 @@
 #include "tessera/parallel/across_processes.hpp"
 #include "tessera/parallel/block_einsum.hpp"
 #include "tessera/parallel/block_functions.hpp"
+#include "tessera/parallel/block_join_cut.hpp"
 #include "tessera/parallel/block_shape_ops.hpp"
 #include "tessera/parallel/block_math.hpp"
 #include "tessera/parallel/block_scan.hpp"
