@@ -26,7 +26,9 @@ int main() {
   tessera::runtime rt{8};
   auto const mesh = tessera::make_mesh<"data", "model">({2, 4});
   auto params = init_params(mesh);
-  auto const [inputs, targets] = make_data(mesh);
+  auto const data = make_data(mesh);  // not a structured binding: the lambdas below capture it
+  auto const& inputs = data.first;
+  auto const& targets = data.second;
   // jnp.tril(jnp.ones((S, S), bool)): row >= column, computed where it is read.
   auto const causal = tessera::iota<std::int32_t, 0>({S, S}, mesh) >= tessera::iota<std::int32_t, 1>({S, S}, mesh);
 

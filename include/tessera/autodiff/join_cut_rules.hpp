@@ -92,7 +92,9 @@ namespace detail::ad {
 /// contributions add up to the concatenation of their cotangents, zeros where none is used).
 template <std::size_t Axis, class X, class Parts>
 auto record_split(X const& x, Parts parts) {
-  using R = decltype(record(tape_of(x), parts[0], [](auto const&, auto const&) {}));
+  // record gives the tracer of the piece's array (named here, not through a lambda in decltype,
+  // which crashes clang 14 when the headers come from a precompiled header).
+  using R = tracer<decltype(tessera::eval(parts[0]))>;
   std::vector<R> out;
   auto const whole = x.shape();
   std::size_t off = 0;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The transformer's training step (issue 31): tessera (bench/transformer_bench.cpp) against JAX
+# 0.12's jitted step (bench/jax/transformer_step.py, 8 CPU devices of one process), in one run,
+# with the ratio tessera / JAX (target: at most 1.0). Prints the machine and the load average.
+#
+#   bash bench/run_transformer.sh [build-dir]     # default build/bench-transformer
+#
+# Needs build/jax-venv (tools/jax_reference/setup_venv.sh) for the JAX side; without it, only
+# tessera's figure is printed. REPS (default 5) repetitions of each, the medians compared.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-$root/build/bench-transformer}
+reps=${REPS:-5}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF \
+  -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_BENCH=ON >&2
+cmake --build "$build" --target bench_transformer_bench -j "${JOBS:-1}" >&2
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+t=$("$build/bench/bench_transformer_bench" --benchmark_repetitions="$reps" --benchmark_format=json \
+      --benchmark_min_time=0.3 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print([b["real_time"] for b in d["benchmarks"] if b.get("aggregate_name") == "median"][0])')
+echo "tessera: $t ms per step (median of $reps)"
+py=$root/build/jax-venv/bin/python
+if [[ -x $py ]]; then
+  j=$("$py" "$root/bench/jax/transformer_step.py" --reps "$reps" --filter B16_S32 | python3 -c '
+import json, sys
+print(json.loads(sys.stdin.readline())["ms"])')
+  echo "JAX 0.12 jit: $j ms per step"
+  python3 -c "print(f'ratio tessera / JAX: {$t / $j:.2f}')"
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
