@@ -108,6 +108,17 @@ struct power {
   }
 };
 
+namespace detail {
+/// xsimd 8's log and log1p do not compile for AVX-512BW (xsimd_avx512bw.hpp casts an int batch
+/// to __v64qi), which -march=native picks on such machines: there they run one element at a time.
+inline constexpr bool batch_log_compiles =
+#if defined(XSIMD_VERSION_MAJOR) && XSIMD_VERSION_MAJOR < 9 && XSIMD_WITH_AVX512BW
+    false;
+#else
+    true;
+#endif
+}  // namespace detail
+
 #define TESSERA_FLOAT_FUNCTION(NAME, JNP, SCALAR, BATCH)                   \
   /** JNP */                                                               \
   struct NAME {                                                            \
@@ -121,13 +132,24 @@ TESSERA_FLOAT_FUNCTION(sin, jnp.sin, std::sin(a), xsimd::sin(a))
 TESSERA_FLOAT_FUNCTION(cos, jnp.cos, std::cos(a), xsimd::cos(a))
 TESSERA_FLOAT_FUNCTION(tan, jnp.tan, std::tan(a), xsimd::tan(a))
 TESSERA_FLOAT_FUNCTION(exp, jnp.exp, std::exp(a), xsimd::exp(a))
-TESSERA_FLOAT_FUNCTION(log, jnp.log, std::log(a), xsimd::log(a))
-TESSERA_FLOAT_FUNCTION(log1p, jnp.log1p, std::log1p(a), xsimd::log1p(a))
 TESSERA_FLOAT_FUNCTION(sqrt, jnp.sqrt, std::sqrt(a), xsimd::sqrt(a))
 TESSERA_FLOAT_FUNCTION(tanh, jnp.tanh, std::tanh(a), xsimd::tanh(a))
 TESSERA_FLOAT_FUNCTION(rsqrt, jax.lax.rsqrt, X(1) / std::sqrt(a), X(1) / xsimd::sqrt(a))
 TESSERA_FLOAT_FUNCTION(sigmoid, jax.nn.sigmoid, X(1) / (X(1) + std::exp(-a)), X(1) / (X(1) + xsimd::exp(-a)))
 #undef TESSERA_FLOAT_FUNCTION
+
+#define TESSERA_LOG_FUNCTION(NAME, JNP, SCALAR, BATCH)                                                \
+  /** JNP */                                                                                        \
+  struct NAME {                                                                                     \
+    template <class T> static constexpr bool simd = detail::floating<T> && detail::batch_log_compiles; \
+    template <class X> static X apply(X a) {                                                        \
+      if constexpr (detail::is_number<X>) return SCALAR;                                            \
+      else return BATCH;                                                                            \
+    }                                                                                               \
+  };
+TESSERA_LOG_FUNCTION(log, jnp.log, std::log(a), xsimd::log(a))
+TESSERA_LOG_FUNCTION(log1p, jnp.log1p, std::log1p(a), xsimd::log1p(a))
+#undef TESSERA_LOG_FUNCTION
 
 /// jnp.abs (the minimum of a signed type is its own absolute value, as in JAX)
 struct abs {

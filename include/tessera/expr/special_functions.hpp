@@ -86,7 +86,7 @@ struct silu {
 
 /// jax.nn.softplus: logaddexp(x, 0) = max(x, 0) + log1p(exp(-|x|)), NaN for NaN.
 struct softplus {
-  template <class T> static constexpr bool simd = std::is_floating_point_v<T>;
+  template <class T> static constexpr bool simd = std::is_floating_point_v<T> && detail::batch_log_compiles;
   template <class X> static X apply(X x) {
     using V = tessera::detail::special::scalar_t<X>;
     if constexpr (detail::is_number<X>) {

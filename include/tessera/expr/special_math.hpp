@@ -61,17 +61,17 @@ template <class X>
 X erf_f32(X x) {
   using V = float;
   X const x2 = x * x;
-  X p = fma<X, V>(x2, X(V(0.00022905065861350646f)), X(V(0.0034082910107109506f)));
-  p = fma<X, V>(x2, p, X(V(0.050955695062380861f)));
-  p = fma<X, V>(x2, p, X(V(0.18520832239976145f)));
-  p = fma<X, V>(x2, p, X(V(1.128379143519084f)));
+  X p = special::fma<X, V>(x2, X(V(0.00022905065861350646f)), X(V(0.0034082910107109506f)));
+  p = special::fma<X, V>(x2, p, X(V(0.050955695062380861f)));
+  p = special::fma<X, V>(x2, p, X(V(0.18520832239976145f)));
+  p = special::fma<X, V>(x2, p, X(V(1.128379143519084f)));
   p = x * p;
-  X q = fma<X, V>(x2, X(V(-1.1791602954361697e-7f)), X(V(0.000023547966471313185f)));
-  q = fma<X, V>(x2, q, X(V(0.0010179625278914885f)));
-  q = fma<X, V>(x2, q, X(V(0.014070470171167667f)));
-  q = fma<X, V>(x2, q, X(V(0.11098505178285362f)));
-  q = fma<X, V>(x2, q, X(V(0.49746925110067538f)));
-  q = fma<X, V>(x2, q, X(V(1.0f)));
+  X q = special::fma<X, V>(x2, X(V(-1.1791602954361697e-7f)), X(V(0.000023547966471313185f)));
+  q = special::fma<X, V>(x2, q, X(V(0.0010179625278914885f)));
+  q = special::fma<X, V>(x2, q, X(V(0.014070470171167667f)));
+  q = special::fma<X, V>(x2, q, X(V(0.11098505178285362f)));
+  q = special::fma<X, V>(x2, q, X(V(0.49746925110067538f)));
+  q = special::fma<X, V>(x2, q, X(V(1.0f)));
   X const one = select(x < X(V(0)), X(V(-1)), X(V(1)));
   return select(X(V(3.832506856900711f)) <= fabs(x), one, p / q);
 }
@@ -84,16 +84,16 @@ X tanh_f32(X x) {
   X const c = select(x < X(V(-7.99881172180175781f)), X(V(-7.99881172180175781f)),
                      select(x > X(V(7.99881172180175781f)), X(V(7.99881172180175781f)), x));
   X const x2 = c * c;
-  X p = fma<X, V>(x2, X(V(-2.76076847742355e-16f)), X(V(2.00018790482477e-13f)));
-  p = fma<X, V>(x2, p, X(V(-8.60467152213735e-11f)));
-  p = fma<X, V>(x2, p, X(V(5.12229709037114e-08f)));
-  p = fma<X, V>(x2, p, X(V(1.48572235717979e-05f)));
-  p = fma<X, V>(x2, p, X(V(6.37261928875436e-04f)));
-  p = fma<X, V>(x2, p, X(V(4.89352455891786e-03f)));
+  X p = special::fma<X, V>(x2, X(V(-2.76076847742355e-16f)), X(V(2.00018790482477e-13f)));
+  p = special::fma<X, V>(x2, p, X(V(-8.60467152213735e-11f)));
+  p = special::fma<X, V>(x2, p, X(V(5.12229709037114e-08f)));
+  p = special::fma<X, V>(x2, p, X(V(1.48572235717979e-05f)));
+  p = special::fma<X, V>(x2, p, X(V(6.37261928875436e-04f)));
+  p = special::fma<X, V>(x2, p, X(V(4.89352455891786e-03f)));
   p = c * p;
-  X q = fma<X, V>(x2, X(V(1.19825839466702e-06f)), X(V(1.18534705686654e-04f)));
-  q = fma<X, V>(x2, q, X(V(2.26843463243900e-03f)));
-  q = fma<X, V>(x2, q, X(V(4.89352518554385e-03f)));
+  X q = special::fma<X, V>(x2, X(V(1.19825839466702e-06f)), X(V(1.18534705686654e-04f)));
+  q = special::fma<X, V>(x2, q, X(V(2.26843463243900e-03f)));
+  q = special::fma<X, V>(x2, q, X(V(4.89352518554385e-03f)));
   X const ax = fabs(x);
   X const one = select(x < X(V(0)), X(V(-1)), X(V(1)));
   return select(ax >= X(V(20)), one, select(ax < X(V(0.0004f)), x, p / q));
