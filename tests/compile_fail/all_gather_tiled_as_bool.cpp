@@ -16,7 +16,9 @@ int main() {
   xt::xtensor<float, 2> const h = xt::reshape_view(xt::arange<float>(32.0f), {4, 8});
   auto x = tessera::device_put(h, tessera::named_sharding(mesh, P<none, "x">{}));
   auto f = tessera::shard_map(
-      [](auto b) {
+      // The lambda names its result type: clang gives a function whose static_assert failed no
+      // deduced type, and shard_map's own checks of the body's result would add errors after ours.
+      [](auto b) -> decltype(tessera::all_gather<"x">(b, 1, tessera::tiled)) {
 #ifdef TESSERA_FIXED
         return tessera::all_gather<"x">(b, 1, tessera::tiled);
 #else

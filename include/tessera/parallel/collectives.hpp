@@ -519,10 +519,7 @@ auto all_gather(V&& v, collective_dim axis, tiled_t) {
 /// all_gather(v, axis, true): JAX's tiled=True is spelled tessera::tiled here.
 template <axis_name... A, class V, class Flag>
   requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
-auto all_gather(V&& v, collective_dim axis, Flag&&)
-    // The type named here, not deduced: clang gives a body whose static_assert failed no type,
-    // and the shard_map around it would add errors after ours.
-    -> decltype(all_gather<A...>(std::forward<V>(v), axis, tiled)) {
+auto all_gather(V&& v, collective_dim axis, Flag&&) {
   static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
   return all_gather<A...>(std::forward<V>(v), axis, tiled);  // the fixed call's type: no error after ours
 }
@@ -546,8 +543,7 @@ auto psum_scatter(V&& v, collective_dim dim, tiled_t) {
 /// psum_scatter(v, dim, true): JAX's tiled=True is spelled tessera::tiled here.
 template <axis_name... A, class V, class Flag>
   requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
-auto psum_scatter(V&& v, collective_dim dim, Flag&&)
-    -> decltype(psum_scatter<A...>(std::forward<V>(v), dim, tiled)) {  // named: see all_gather's
+auto psum_scatter(V&& v, collective_dim dim, Flag&&) {
   static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
   return psum_scatter<A...>(std::forward<V>(v), dim, tiled);  // the fixed call's type: no error after ours
 }
@@ -565,8 +561,7 @@ auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis, ti
 /// all_to_all(v, split, concat, true): JAX's tiled=True is spelled tessera::tiled here.
 template <axis_name... A, class V, class Flag>
   requires(!std::is_same_v<std::remove_cvref_t<Flag>, tiled_t>)
-auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis, Flag&&)
-    -> decltype(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled)) {  // named: see all_gather's
+auto all_to_all(V&& v, collective_dim split_axis, collective_dim concat_axis, Flag&&) {
   static_assert(diagnostic::tiled_must_be_passed_as_tessera_tiled<std::remove_cvref_t<Flag>, false>::value);
   // The fixed call's type: no error after ours.
   return all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled);
