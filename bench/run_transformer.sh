@@ -26,7 +26,8 @@ py=$root/build/jax-venv/bin/python
 if [[ -x $py ]]; then
   j=$("$py" "$root/bench/jax/transformer_step.py" --reps "$reps" --filter B16_S32 | python3 -c '
 import json, sys
-print(json.loads(sys.stdin.readline())["ms"])')
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+print([r["ms"] for r in rows if r.get("name") == "transformer_step"][0])')
   echo "JAX 0.12 jit: $j ms per step"
   python3 -c "print(f'ratio tessera / JAX: {$t / $j:.2f}')"
 fi
