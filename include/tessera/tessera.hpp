@@ -8,3 +8,4 @@
 #include "tessera/parallel.hpp"
 #include "tessera/autodiff.hpp"
 #include "tessera/random.hpp"
+#include "tessera/optim.hpp"
