@@ -13,3 +13,6 @@
 #include "tessera/autodiff/indexing_rules.hpp"
 #include "tessera/autodiff/local_shape_ops.hpp"
 #include "tessera/autodiff/scan_rules.hpp"
+#include "tessera/autodiff/local_einsum.hpp"
+#include "tessera/autodiff/local_indexing.hpp"
+#include "tessera/autodiff/local_join_cut.hpp"

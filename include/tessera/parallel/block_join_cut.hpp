@@ -152,13 +152,6 @@ auto split(X const& x, std::size_t sections) {
 }
 
 namespace lax {
-/// jax.lax.slice of a device's block (strides optional).
-template <plain_block X, std::integral I, std::size_t N>
-auto slice(X const& x, I const (&start)[N], I const (&stop)[N]) {
-  I step[N];
-  std::fill(step, step + N, I(1));
-  return lax::slice(x, start, stop, step);
-}
 /// jax.lax.slice of a device's block with strides.
 template <plain_block X, std::integral I, std::size_t N>
 auto slice(X const& x, I const (&start)[N], I const (&stop)[N], I const (&step)[N]) {
@@ -175,6 +168,14 @@ auto slice(X const& x, I const (&start)[N], I const (&stop)[N], I const (&step)[
     sz[d] = (static_cast<std::size_t>(stop[d] - start[d]) + sp[d] - 1) / sp[d];
   }
   return detail::plain_result<detail::plain_vma<X>>(detail::bjc::box(v, st, sz, sp));
+}
+/// jax.lax.slice of a device's block (unit strides; defined after the strided form, which it
+/// calls by its qualified name).
+template <plain_block X, std::integral I, std::size_t N>
+auto slice(X const& x, I const (&start)[N], I const (&stop)[N]) {
+  I step[N];
+  std::fill(step, step + N, I(1));
+  return lax::slice(x, start, stop, step);
 }
 }  // namespace lax
 
@@ -211,6 +212,12 @@ auto dynamic_slice(X const& x, std::array<long long, N> const& starts, std::arra
   return detail::plain_result<detail::plain_vma<X>>(detail::bjc::box(v, st, sz, step));
 }
 
+/// jax.lax.dynamic_slice of a device's block, starts and sizes as {a, b, ...}.
+template <plain_block X, std::integral I, std::integral J, std::size_t N>
+auto dynamic_slice(X const& x, I const (&starts)[N], J const (&sizes)[N]) {
+  return tessera::dynamic_slice(x, detail::jc::longs(starts), detail::jc::longs(sizes));
+}
+
 /// jax.lax.dynamic_update_slice of a device's blocks (starts clamped).
 template <plain_block X, plain_block U, std::size_t N>
 auto dynamic_update_slice(X const& x, U const& update, std::array<long long, N> const& starts) {
@@ -232,6 +239,12 @@ auto dynamic_update_slice(X const& x, U const& update, std::array<long long, N> 
     v.v[detail::flat_index(o, v.shape)] = u.v[k];
   });
   return detail::plain_result<detail::plain_vma2<X, U>>(std::move(v));
+}
+
+/// jax.lax.dynamic_update_slice of a device's blocks, starts as {a, b, ...}.
+template <plain_block X, plain_block U, std::integral I, std::size_t N>
+auto dynamic_update_slice(X const& x, U const& update, I const (&starts)[N]) {
+  return tessera::dynamic_update_slice(x, update, detail::jc::longs(starts));
 }
 
 /// jnp.pad (constant mode) of a device's block.
@@ -257,6 +270,14 @@ auto pad(X const& x, std::array<std::array<long long, 2>, N> const& widths,
         return true;
       },
       value));
+}
+
+/// jnp.pad of a device's block, widths as {{lo, hi}, ...}.
+template <plain_block X, std::integral I, std::size_t N>
+auto pad(X const& x, I const (&widths)[N][2], std::remove_cv_t<typename X::value_type> value = 0) {
+  std::array<std::array<long long, 2>, N> w{};
+  for (std::size_t d = 0; d < N; ++d) w[d] = {static_cast<long long>(widths[d][0]), static_cast<long long>(widths[d][1])};
+  return tessera::pad(x, w, value);
 }
 
 /// jnp.flip of a device's block (every axis when none).
