@@ -5,6 +5,7 @@
 
 #include "tessera/expr.hpp"
 #include "tessera/parallel/across_processes.hpp"
+#include "tessera/parallel/async_collectives.hpp"
 #include "tessera/parallel/block_einsum.hpp"
 #include "tessera/parallel/block_functions.hpp"
 #include "tessera/parallel/block_join_cut.hpp"

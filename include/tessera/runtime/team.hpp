@@ -16,19 +16,38 @@
 // touched a buffer. The phase stamped on each mailbox turns a mailbox from
 // another phase (only in a wrong program, whose devices drift apart) into a
 // reported mismatch rather than a misread.
+//
+// Asynchronous collectives (parallel/async_collectives.hpp) do not take barrier phases: a start
+// leaves the device's input, kept alive by the exchange, and its signature in a rendezvous of
+// the team's async board, and goes on; a wait blocks only until the group's members have started
+// the same collective, then pulls the inputs it needs. A wait never depends on a peer's wait, so
+// waits may come in any order and a future dropped without one leaves no peer hanging. A peer
+// that has instead gone on to a barrier phase this device has not reached is in another
+// collective: a mismatch, reported instead of a hang.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <chrono>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
+
+#if defined(__linux__)
+#include <ctime>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -111,6 +130,83 @@ struct alignas(64) mailbox {
   std::atomic<std::uint64_t> words[6]{};
 };
 
+/// One device's part of an asynchronous collective: its input (kept alive by `keep` until every
+/// member has read it) and its signature, published before `arrived` is set.
+struct async_entry {
+  std::atomic<bool> arrived{false};
+  op_signature sig;
+  void const* in = nullptr;
+  std::shared_ptr<void const> keep;
+};
+
+/// The meeting point of the team's asynchronous collectives number `seq` (the devices' common
+/// collective count), one entry per team position; the futures of its devices hold it.
+struct async_rendezvous {
+  async_rendezvous(std::uint32_t s, std::size_t n) : seq(s), entries(std::make_unique<async_entry[]>(n)) {}
+  std::uint32_t seq;
+  std::unique_ptr<async_entry[]> entries;
+  std::size_t started = 0;  // under the board's lock
+};
+
+/// The team's open rendezvous (those not every device has started yet) and the word their
+/// waiters sleep on, bumped by every start and by an abort.
+class async_board {
+ public:
+  /// Device `pos` of `n` starts collective `sig` (number sig.seq) with input `in`.
+  std::shared_ptr<async_rendezvous> start(std::size_t n, std::size_t pos, op_signature const& sig, void const* in,
+                                          std::shared_ptr<void const> keep) {
+    std::shared_ptr<async_rendezvous> rv;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& r : open_)
+        if (r->seq == sig.seq) rv = r;
+      if (!rv) {
+        rv = std::make_shared<async_rendezvous>(sig.seq, n);
+        open_.push_back(rv);
+      }
+      async_entry& e = rv->entries[pos];
+      e.sig = sig;
+      e.in = in;
+      e.keep = std::move(keep);
+      e.arrived.store(true, std::memory_order_release);
+      if (++rv->started == n) open_.erase(std::find(open_.begin(), open_.end(), rv));
+    }
+    wake();
+    return rv;
+  }
+  std::uint32_t word() const { return word_.load(std::memory_order_acquire); }
+  /// Wakes every waiter (a start, or the run's abort).
+  void wake() noexcept {
+    word_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+#if defined(__linux__)
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+#endif
+    }
+  }
+  /// Sleeps until the word changes from `old` or about a millisecond has passed (the waiter then
+  /// looks at its peers' barrier phases again, which do not wake it).
+  void sleep(std::uint32_t old) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (word_.load(std::memory_order_seq_cst) == old) {
+#if defined(__linux__)
+      timespec const t{0, 1'000'000};
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), FUTEX_WAIT_PRIVATE, old, &t, nullptr, 0);
+#else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+#endif
+    }
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<async_rendezvous>> open_;
+  std::atomic<std::uint32_t> word_{0};
+  std::atomic<std::uint32_t> sleepers_{0};
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t), "futex needs a plain 32-bit word");
+};
+
 /// The n devices of one run, by position 0..n-1 (their mesh positions).
 class team {
  public:
@@ -184,11 +280,52 @@ class team {
     // must not depend on timing), and its next entry is refused if it has none.
   }
 
+  /// The board of this run's asynchronous collectives.
+  async_board& async() { return board_; }
+
+  /// Waits until every member of `g` has started the asynchronous collective of `rv` and checks
+  /// that each started the same one as `sig` (device `pos`'s): collective_mismatch naming two
+  /// devices if not, or if a member has gone on to a barrier phase this device has not reached
+  /// (it is in a blocking collective, or at the end of its body, instead); collective_aborted if
+  /// the run was aborted before every member started it.
+  void await_async(std::size_t pos, group const& g, async_rendezvous const& rv, op_signature const& sig) {
+    trace_wait waiting;
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_);
+    for (std::uint32_t round = 0;; ++round) {
+      std::uint32_t const seen = board_.word();
+      std::size_t missing = n_;
+      for (std::size_t q : g.members)
+        if (!rv.entries[q].arrived.load(std::memory_order_acquire)) {
+          missing = q;
+          break;
+        }
+      if (missing == n_) break;
+      if (aborted()) throw collective_aborted();
+      std::uint32_t const theirs = members_[missing].reached.load();
+      std::uint32_t const mine = members_[pos].phase;
+      if (has_reached(theirs & count_mask, (mine + 1) & count_mask)) elsewhere(pos, missing, mine + 1, sig);
+      if (round < 64 || (spin_ != 0 && std::chrono::steady_clock::now() < deadline)) {
+        cpu_relax();
+        if ((round & 7u) == 7u) std::this_thread::yield();
+      } else {
+        board_.sleep(seen);
+      }
+    }
+    for (std::size_t q : g.members) {
+      if (q == pos) continue;
+      op_signature theirs = rv.entries[q].sig;
+      if (theirs.same_as(sig)) continue;
+      theirs.describe = sig.describe;
+      throw collective_mismatch(disagreement(pos, sig, q, theirs, true));
+    }
+  }
+
   /// Breaks every wait of this run that can still be broken (a device failed): arrivals at
   /// an entry are refused from now on, and whoever waits for a device that has not arrived gives up.
   void abort() noexcept {
     aborted_.store(true, std::memory_order_seq_cst);
     for (std::size_t q = 0; q < n_; ++q) members_[q].reached.update([](std::uint32_t v) { return v | aborted_bit; });
+    board_.wake();
   }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
@@ -274,16 +411,43 @@ class team {
     theirs.describe = mine.describe;  // one mesh, one describer
     bool const in_step = before == after && before == stamp_of(phase);
     if (in_step && theirs.same_as(mine)) return;
+    throw collective_mismatch(disagreement(pos, mine, q, theirs, in_step));
+  }
+
+  /// The message of a collective_mismatch between device pos (in `mine`) and device q.
+  std::string disagreement(std::size_t pos, op_signature const& mine, std::size_t q, op_signature const& theirs,
+                           bool in_step) const {
     std::string mine_text = text(mine), theirs_text = text(theirs);
     if (mine_text == theirs_text) {  // the same words: the difference is in what the text leaves out
       mine_text += " with " + arguments(mine);
       theirs_text += " with " + arguments(theirs);
     }
+    return "tessera: devices of one shard_map disagree on the collective: device " + std::to_string(ids_[pos]) +
+           " is in " + mine_text + " but device " + std::to_string(ids_[q]) + " is in " + theirs_text +
+           (in_step ? "" : " at another step of its body") +
+           "; every device must call the same collectives in the same order";
+  }
+
+  /// Device q, which has not started the asynchronous collective `mine` that device pos waits
+  /// for, has reached barrier phase `phase`, which pos has not: it is in another collective.
+  [[noreturn]] void elsewhere(std::size_t pos, std::size_t q, std::uint32_t phase, op_signature const& mine) const {
+    mailbox const& b = members_[q].box;
+    std::uint64_t const stamp = b.stamp.load(std::memory_order_acquire);
+    op_signature theirs;
+    std::uint64_t const w0 = b.words[0].load(std::memory_order_relaxed);
+    theirs.seq = static_cast<std::uint32_t>(w0 >> 32);
+    theirs.kind = static_cast<std::uint32_t>(w0);
+    theirs.axes = b.words[1].load(std::memory_order_relaxed);
+    theirs.order = b.words[2].load(std::memory_order_relaxed);
+    theirs.count = b.words[3].load(std::memory_order_relaxed);
+    theirs.describe = mine.describe;
+    std::string const theirs_text =
+        stamp == stamp_of(phase) && b.stamp.load(std::memory_order_acquire) == stamp ? text(theirs)
+                                                                                      : std::string("another collective");
     throw collective_mismatch("tessera: devices of one shard_map disagree on the collective: device " +
-                              std::to_string(ids_[pos]) + " is in " + mine_text + " but device " +
+                              std::to_string(ids_[pos]) + " waits for " + text(mine) + " (started asynchronously) but device " +
                               std::to_string(ids_[q]) + " is in " + theirs_text +
-                              (in_step ? "" : " at another step of its body") +
-                              "; every device must call the same collectives in the same order");
+                              " without having started it; every device must call the same collectives in the same order");
   }
 
   /// The parts of a signature the describer does not print: element type and arguments.
@@ -311,6 +475,7 @@ class team {
   std::span<std::size_t const> all_;  // 0 .. n-1
   std::uint32_t spin_;
   std::atomic<bool> aborted_{false};
+  async_board board_;
 };
 
 /// The caller-visible error of a failed run: the devices that failed, not those whose
