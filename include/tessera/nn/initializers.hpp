@@ -66,31 +66,6 @@ struct scaled_uniform_kernel {
   T operator()(std::array<rd::word_pair, 1> const& p) const { return u(p) * post; }
 };
 
-/// (sqrt(2) * stddev) * erf_inv(uniform(nextafter(-1, 0), 1)): JAX's _scaled_normal, the normal
-/// initializer and variance_scaling's "normal" (the constant product is rounded first, as JAX's
-/// eager `jnp.array(np.sqrt(2), dtype) * scale` is).
-template <class T>
-struct scaled_normal_kernel {
-  rd::uniform_kernel<T> u{std::nextafter(T(-1), T(0)), T(1)};
-  T pre;
-  /// For a scale already rounded to T.
-  static scaled_normal_kernel with(T scale) { return {{std::nextafter(T(-1), T(0)), T(1)}, static_cast<T>(1.4142135623730951) * scale}; }
-  T operator()(std::array<rd::word_pair, 1> const& p) const { return pre * rd::erf_inv(u(p)); }
-};
-
-/// truncated_normal(key, lower, upper, shape, dtype) * post.
-template <class T>
-struct scaled_truncated_normal_kernel {
-  rd::truncated_normal_kernel<T> tn;
-  T post;
-  T operator()(std::array<rd::word_pair, 1> const& p) const { return tn(p) * post; }
-};
-
-template <class T>
-[[noreturn]] void refuse(std::string const& what) {
-  throw std::invalid_argument(what);
-}
-
 /// Makes an array of `shape` in sharding `s` (or on the host) from a plan.
 template <class T, std::size_t N, sharding S, class Plan>
 tessera::array<T, N, S> make_sharded(Plan const& plan, random::prng_key key, shape_t<N> const& shape, S const& s,
@@ -235,8 +210,8 @@ struct normal : detail::initializer_interface<normal> {
   constexpr normal() = default;
   constexpr explicit normal(double s) : stddev(s) {}
   template <class T, std::size_t N>
-  detail::random_plan<detail::scaled_normal_kernel<T>> plan(shape_t<N> const&) const {
-    return {detail::scaled_normal_kernel<T>::with(static_cast<T>(stddev))};
+  detail::random_plan<random::detail::normal_kernel<T>> plan(shape_t<N> const&) const {
+    return {random::detail::normal_kernel<T>::scaled(static_cast<T>(stddev))};
   }
   static constexpr char const* where() { return "nn::initializers::normal"; }
 };
@@ -260,9 +235,9 @@ struct truncated_normal : detail::initializer_interface<truncated_normal> {
   constexpr truncated_normal() = default;
   constexpr explicit truncated_normal(double s, double lo = -2.0, double hi = 2.0) : stddev(s), lower(lo), upper(hi) {}
   template <class T, std::size_t N>
-  detail::random_plan<detail::scaled_truncated_normal_kernel<T>> plan(shape_t<N> const&) const {
-    return {{random::detail::truncated_normal_kernel<T>(static_cast<T>(lower), static_cast<T>(upper)),
-             static_cast<T>(stddev)}};
+  detail::random_plan<random::detail::truncated_normal_kernel<T>> plan(shape_t<N> const&) const {
+    return {random::detail::truncated_normal_kernel<T>(static_cast<T>(lower), static_cast<T>(upper),
+                                                       static_cast<T>(stddev))};
   }
   static constexpr char const* where() { return "nn::initializers::truncated_normal"; }
 };
@@ -394,32 +369,33 @@ struct variance_scaling : detail::initializer_interface<variance_scaling> {
   /// constant step rounded to T as JAX's eager jnp operations round it.
   template <class T>
   struct kernel {
-    fan_distribution distribution;
-    random::detail::truncated_normal_kernel<T> tn{T(-2), T(2)};
-    detail::scaled_normal_kernel<T> n{};
-    detail::scaled_uniform_kernel<T> u{{T(-1), T(1)}, T(1)};
-    T post = T(1);
+    bool is_uniform;
+    random::detail::erf_inv_kernel<T> normal;  // truncated_normal or normal
+    detail::scaled_uniform_kernel<T> uniform;
     T operator()(std::array<random::detail::word_pair, 1> const& p) const {
-      switch (distribution) {
-        case fan_distribution::truncated_normal: return tn(p) * post;
-        case fan_distribution::normal: return n(p);
-        default: return u(p);
-      }
+      return is_uniform ? uniform(p) : normal(p);
+    }
+    void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, T* out) const {
+      if (is_uniform)
+        for (std::size_t e = 0; e < m; ++e) out[e] = uniform(std::array{random::detail::word_pair{w0[e], w1[e]}});
+      else
+        normal.fill(w0, w1, m, out);
     }
   };
 
   template <class T, std::size_t N>
   detail::random_plan<kernel<T>> plan(shape_t<N> const& shape) const {
     T const variance = static_cast<T>(variance_of(shape));
-    kernel<T> k{distribution};
     switch (distribution) {
       case fan_distribution::truncated_normal:
-        k.post = std::sqrt(variance) / static_cast<T>(.87962566103423978);
-        break;
-      case fan_distribution::normal: k.n = detail::scaled_normal_kernel<T>::with(std::sqrt(variance)); break;
-      case fan_distribution::uniform: k.u.post = std::sqrt(T(3) * variance); break;
+        return {{false,
+                 random::detail::truncated_normal_kernel<T>(T(-2), T(2),
+                                                            std::sqrt(variance) / static_cast<T>(.87962566103423978)),
+                 {}}};
+      case fan_distribution::normal:
+        return {{false, random::detail::normal_kernel<T>::scaled(std::sqrt(variance)), {}}};
+      default: return {{true, {}, {{T(-1), T(1)}, std::sqrt(T(3) * variance)}}};
     }
-    return {k};
   }
   static constexpr char const* where() { return "nn::initializers::variance_scaling"; }
 };

@@ -13,6 +13,7 @@
 #include "tessera/array/shape.hpp"
 #include "tessera/core/slice.hpp"
 #include "tessera/random/key.hpp"
+#include "tessera/random/distributions.hpp"
 #include "tessera/random/threefry.hpp"
 
 namespace tessera::random::detail {
@@ -46,11 +47,12 @@ void for_each_row(shape_t<N> const& global, std::array<slice, N> const& block, R
 }
 
 /// Fills `out`, the block `block` of an array of shape `global`, with kernel(pairs) where
-/// pairs[j] is the cipher of the element's counter under keys[j].
+/// pairs[j] is the cipher of the element's counter under keys[j]; a one-key kernel with a
+/// fill(w0, w1, m, out) makes each run of up to fill_chunk elements at once.
 template <class T, std::size_t N, std::size_t K, class Kernel>
 void fill_block(std::array<prng_key, K> const& keys, shape_t<N> const& global, std::array<slice, N> const& block,
                 T* out, Kernel const& kernel) {
-  constexpr std::size_t chunk = 256;
+  constexpr std::size_t chunk = fill_chunk;
   alignas(64) std::uint32_t w0[K][chunk];
   alignas(64) std::uint32_t w1[K][chunk];
   for_each_row(global, block, [&](std::uint64_t first, std::size_t n, std::size_t offset) {
@@ -58,6 +60,10 @@ void fill_block(std::array<prng_key, K> const& keys, shape_t<N> const& global, s
       std::size_t const m = std::min(chunk, n - i);
       for (std::size_t j = 0; j < K; ++j) threefry_run(keys[j].words(), first + i, m, w0[j], w1[j]);
       T* o = out + offset + i;
+      if constexpr (K == 1 && requires { kernel.fill(w0[0], w1[0], m, o); }) {
+        kernel.fill(w0[0], w1[0], m, o);  // a whole run at once (erf_inv on SIMD batches)
+        continue;
+      }
       for (std::size_t e = 0; e < m; ++e) {
         std::array<word_pair, K> pairs;
         for (std::size_t j = 0; j < K; ++j) pairs[j] = {w0[j][e], w1[j][e]};

@@ -14,6 +14,7 @@
 
 #include "tessera/random/erf_inv.hpp"
 #include "tessera/random/threefry.hpp"
+#include "tessera/runtime/simd.hpp"
 
 namespace tessera::random::detail {
 
@@ -63,12 +64,59 @@ struct uniform_kernel {
   }
 };
 
+/// The elements a kernel's fill() is handed at most at once (block_fill.hpp's chunk).
+inline constexpr std::size_t fill_chunk = 256;
+
+/// pre * erf_inv(uniform(lo, hi)), clipped to [low, high] when `clip`, times post: normal
+/// (pre = sqrt(2)), truncated_normal (clip), and the scaled forms jax.nn.initializers makes of
+/// them. Multiplying by post = 1 changes no bit. fill() makes a whole run from the cipher's words:
+/// the uniforms first, then erf_inv on xsimd batches where that is bit for bit the number's
+/// (float32 with hardware fma), so the block is JAX's either way.
+template <sample_float F>
+struct erf_inv_kernel {
+  uniform_kernel<F> u;
+  F pre = static_cast<F>(1.4142135623730951);
+  bool clip = false;
+  F low = F(0), high = F(0);
+  F post = F(1);
+
+  /// The steps after erf_inv, on a number or a batch.
+  template <class X>
+  X finish(X e) const {
+    X x = X(pre) * e;
+    if (clip) {
+      x = tessera::detail::special::select(x > X(low), x, X(low));  // jnp.clip: minimum(maximum(x, low), high)
+      x = tessera::detail::special::select(x < X(high), x, X(high));
+    }
+    return x * X(post);
+  }
+  F operator()(std::array<word_pair, 1> const& p) const { return finish(erf_inv(u(p))); }
+
+  void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, F* out) const {
+    if constexpr (std::is_same_v<F, float> && tessera::detail::special::batch_fma) {
+      using B = xsimd::batch<float>;
+      constexpr std::size_t n = B::size;
+      alignas(64) float us[fill_chunk];
+      for (std::size_t e = 0; e < m; ++e) us[e] = u(std::array{word_pair{w0[e], w1[e]}});
+      std::size_t e = 0;
+      for (; e + n <= m; e += n) finish(erf_inv_f32(B::load_aligned(us + e))).store_unaligned(out + e);
+      for (; e < m; ++e) out[e] = finish(erf_inv_f32(us[e]));
+    } else {
+      for (std::size_t e = 0; e < m; ++e) out[e] = (*this)(std::array{word_pair{w0[e], w1[e]}});
+    }
+  }
+};
+
 /// _normal_real: sqrt(2) * erf_inv(uniform(nextafter(-1, 0), 1)).
 template <sample_float F>
-struct normal_kernel {
-  uniform_kernel<F> u{std::nextafter(F(-1), F(0)), F(1)};
-  F operator()(std::array<word_pair, 1> const& p) const {
-    return static_cast<F>(1.4142135623730951) * erf_inv(u(p));
+struct normal_kernel : erf_inv_kernel<F> {
+  normal_kernel() : erf_inv_kernel<F>{{std::nextafter(F(-1), F(0)), F(1)}} {}
+  /// (sqrt(2) * scale) * erf_inv(u): JAX's _scaled_normal (jax.nn.initializers.normal), the
+  /// constant product rounded first as JAX's eager jnp.array(np.sqrt(2), dtype) * scale rounds it.
+  static normal_kernel scaled(F scale) {
+    normal_kernel k;
+    k.pre = static_cast<F>(1.4142135623730951) * scale;
+    return k;
   }
 };
 
@@ -76,21 +124,18 @@ struct normal_kernel {
 /// clipped to the open interval (lower, upper). XLA's algebraic simplifier turns the division by
 /// the constant sqrt(2) into a product with its reciprocal (rounded in F), so the bounds are
 /// erf(lower * (1 / sqrt(2))): for lower = -1.5 the quotient is one ulp away, erf two, and a
-/// sample near 0 (where u cancels) thousands of ulps (issue 31).
+/// sample near 0 (where u cancels) thousands of ulps (issue 31). `post` multiplies the clipped
+/// sample (jax.nn.initializers' stddev).
 template <sample_float F>
-struct truncated_normal_kernel {
+struct truncated_normal_kernel : erf_inv_kernel<F> {
   static constexpr F inv_sqrt2 = F(1) / static_cast<F>(1.4142135623730951);
-  uniform_kernel<F> u;
-  F low, high;  // nextafter(lower, +inf), nextafter(upper, -inf)
-  truncated_normal_kernel(F lower, F upper)
-      : u{xla_erf(lower * inv_sqrt2), xla_erf(upper * inv_sqrt2)},
-        low(std::nextafter(lower, std::numeric_limits<F>::infinity())),
-        high(std::nextafter(upper, -std::numeric_limits<F>::infinity())) {}
-  F operator()(std::array<word_pair, 1> const& p) const {
-    F const x = static_cast<F>(1.4142135623730951) * erf_inv(u(p));
-    F const lo = x > low ? x : low;  // jnp.clip: minimum(maximum(x, low), high)
-    return lo < high ? lo : high;
-  }
+  truncated_normal_kernel(F lower, F upper, F post = F(1))
+      : erf_inv_kernel<F>{{xla_erf(lower * inv_sqrt2), xla_erf(upper * inv_sqrt2)},
+                          static_cast<F>(1.4142135623730951),
+                          true,
+                          std::nextafter(lower, std::numeric_limits<F>::infinity()),  // nextafter(lower, +inf)
+                          std::nextafter(upper, -std::numeric_limits<F>::infinity()),
+                          post} {}
 };
 
 /// _bernoulli (mode "low"): uniform(key, shape, dtype(p)) < p.
