@@ -251,7 +251,12 @@ struct checkpoint_group {
 #endif
   int rank = 0;
   int size = 1;
+  std::mutex* mpi_mutex = nullptr;  // the distributed runtime's: tessera makes one MPI call at a time
   bool across() const { return size > 1; }
+  /// Holds the runtime's MPI mutex for a whole save or load across processes.
+  std::unique_lock<std::mutex> lock() const {
+    return mpi_mutex ? std::unique_lock<std::mutex>(*mpi_mutex) : std::unique_lock<std::mutex>();
+  }
 };
 
 inline checkpoint_group current_checkpoint_group() {
@@ -261,9 +266,25 @@ inline checkpoint_group current_checkpoint_group() {
     g.comm = rt->communicator();
     g.rank = rt->process_index();
     g.size = rt->process_count();
+    g.mpi_mutex = &rt->environment().call_mutex();
   }
 #endif
   return g;
+}
+
+/// A serial HDF5 cannot write one file from several processes: refused, naming the fix.
+inline void require_parallel_hdf5_for(int local_devices, int global_devices, std::string_view op,
+                                      std::string const& file, std::string_view leaf) {
+#ifndef H5_HAVE_PARALLEL
+  if (local_devices < global_devices)
+    throw checkpoint_error(where_text(op, file, leaf) + "the array's runtime has " + std::to_string(global_devices) +
+                           " devices over several processes, this process " + std::to_string(local_devices) +
+                           "; checkpoints across processes need a parallel HDF5 (MPI-IO): build with one (Debian: "
+                           "libhdf5-openmpi-dev; CMake finds it with HDF5_PREFER_PARALLEL, which tessera sets where "
+                           "it finds an MPI)");
+#else
+  (void)local_devices, (void)global_devices, (void)op, (void)file, (void)leaf;
+#endif
 }
 
 /// Every process's `ok`, and-ed (true without several processes): each process checks its own

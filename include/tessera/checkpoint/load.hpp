@@ -179,6 +179,7 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
   (void)checked_element_count<T>(shape, "load");
 
   auto pool = pool_for(s, "load");
+  require_parallel_hdf5_for(pool->size(), pool->global_size(), op, path, leaf);
   auto const& ids = s.device_ids();
   std::vector<device_buffer<T>> buffers(ids.size());
   std::vector<std::array<slice, N>> read_blocks;  // the distinct blocks read so far, and where
@@ -293,6 +294,7 @@ auto load(std::string const& path, Target const& target) {
                 "or a tessera::shape_dtype_struct (shape_dtype<float, 2>(sharding)), as Orbax's restore target "
                 "holds jax.ShapeDtypeStructs");
   detail::hdf5_guard guard;
+  auto const mpi_lock = detail::current_checkpoint_group().lock();
   auto c = detail::open_for_load(path, "load");
   auto const paths = tree_leaf_paths<Target>();
   std::set<std::string> wanted;
@@ -313,6 +315,7 @@ auto load(std::string const& path, Target const& target) {
 template <element_type T, std::size_t N, sharding S>
 array<T, N, S> load(std::string const& path, std::string const& leaf, S const& s) {
   detail::hdf5_guard guard;
+  auto const mpi_lock = detail::current_checkpoint_group().lock();
   auto c = detail::open_for_load(path, "load");
   return detail::load_leaf<T, N, S>(c, leaf, s, std::nullopt);
 }

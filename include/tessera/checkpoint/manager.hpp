@@ -69,7 +69,8 @@ class checkpoint_manager {
     wait();
     if (auto latest = latest_step(); latest && step <= *latest) return false;
     auto job = std::make_shared<pending>();
-    job->plans = detail::plan_tree(tree);
+    job->path = path_of(step).string();
+    job->plans = detail::plan_tree(tree, job->path);
     for (auto& p : job->plans) {
       for (auto& b : p.blocks) {  // the copy to host: the arrays may change as soon as save returns
         std::size_t bytes = p.element_size;
@@ -81,7 +82,6 @@ class checkpoint_manager {
       }
     }
     job->group = detail::current_checkpoint_group();
-    job->path = path_of(step).string();
     bool const background = options_.enable_async_checkpointing && can_write_in_background(job->group);
     if (background) {
       worker_ = std::thread([this, job] { run(*job); });

@@ -69,7 +69,7 @@ std::string sharding_repr(S const& s) {
 
 /// The plan of one array: this process's devices' blocks of replica 0, pointing into device memory.
 template <class T, std::size_t N, class S>
-leaf_plan plan_leaf(array<T, N, S> const& x, std::string path) {
+leaf_plan plan_leaf(array<T, N, S> const& x, std::string path, std::string const& file = {}) {
   leaf_plan p;
   p.path = path.empty() ? std::string("array") : std::move(path);
   p.type = &h5_type<T>;
@@ -82,6 +82,7 @@ leaf_plan plan_leaf(array<T, N, S> const& x, std::string path) {
     p.shape.push_back(shape[i]);
     p.chunk.push_back(chunk[i]);
   }
+  require_parallel_hdf5_for(x.pool()->size(), x.pool()->global_size(), "save", file, p.path);
   auto const& ids = x.sharding().device_ids();
   for (std::size_t pos = 0; pos < ids.size(); ++pos) {
     if (!x.pool()->is_local(ids[pos]) || x.sharding().replica_id(pos) != 0) continue;
@@ -105,7 +106,7 @@ inline constexpr bool always_false_v = false;
 
 /// The plans of every leaf of `tree`, in tree_leaves order.
 template <class Tree>
-std::vector<leaf_plan> plan_tree(Tree const& tree) {
+std::vector<leaf_plan> plan_tree(Tree const& tree, std::string const& file) {
   std::vector<leaf_plan> plans;
   auto const paths = tree_leaf_paths<Tree>();
   std::size_t k = 0;
@@ -115,7 +116,7 @@ std::vector<leaf_plan> plan_tree(Tree const& tree) {
             [&](auto const& x) {
               using L = std::remove_cvref_t<decltype(x)>;
               if constexpr (array_type<L>) {
-                plans.push_back(plan_leaf(x, paths[k++]));
+                plans.push_back(plan_leaf(x, paths[k++], file));
               } else {
                 static_assert(always_false_v<L>,
                               "tessera::save / checkpoint_manager::save: every leaf of the tree must be a "
@@ -242,6 +243,7 @@ inline void write_leaf(hid_t file, checkpoint_group const& g, leaf_plan const& p
 inline void write_checkpoint(std::string const& path, checkpoint_group const& g, std::vector<leaf_plan> const& plans,
                              save_options const& o, std::string_view op) {
   hdf5_guard guard;
+  auto const mpi_lock = g.lock();
   std::string const tmp = temporary_path(path);
   std::string error;
   try {
@@ -288,7 +290,7 @@ inline void write_checkpoint(std::string const& path, checkpoint_group const& g,
 /// into place. Throws checkpoint_error (and leaves any previous file at `path` as it was).
 template <class Tree>
 void save(std::string const& path, Tree const& tree, save_options const& options = {}) {
-  auto const plans = detail::plan_tree(tree);
+  auto const plans = detail::plan_tree(tree, path);
   detail::write_checkpoint(path, detail::current_checkpoint_group(), plans, options, "save");
 }
 
