@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <span>
 #include <exception>
 #include <numeric>
@@ -37,6 +38,7 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/runtime/team.hpp"
 #include "tessera/array/to_host.hpp"
+#include "tessera/runtime/async_mpi.hpp"
 #include "tessera/runtime/fnv1a.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
@@ -86,6 +88,8 @@ class runtime {
     local_.pool().gather_bytes = nullptr;
     local_.pool().collective_between_processes = nullptr;
     local_.pool().process_groups = nullptr;
+    detail::async_engine.store(nullptr);  // asynchronous collectives (runtime/async_mpi.hpp)
+    async_.reset();
     {
       std::lock_guard lock(local_.pool().exchange_scratch_mutex);
       local_.pool().process_layouts = nullptr;  // their group handles name the communicators freed below
@@ -198,6 +202,13 @@ class runtime {
         if (c.what == kind::all_reduce) detail::mpi_allreduce_rounds(comm, c.send, c.recv, c.count, elem, type, op);
         else detail::mpi_reduce_scatter_rounds(comm, c.send, c.recv, c.count, elem, type, op);
       };
+      // Asynchronous collectives' nonblocking calls, over the same communicators.
+      async_ = std::make_unique<detail::async_mpi_engine>(env_, [this](std::size_t group) {
+        if (group == 0) return detail::async_group_comm{env_.comm(), env_.rank(), env_.size()};
+        auto const& g = groups_.at(group - 1);
+        return detail::async_group_comm{g.comm, g.rank, g.size};
+      });
+      detail::async_engine.store(async_.get());
 #ifdef NDEBUG
       local_.pool().checked_collectives.store(false);
 #else
@@ -246,6 +257,8 @@ class runtime {
         MPI_Abort(env_.comm(), 1);
       };
     } catch (...) {
+      detail::async_engine.store(nullptr);
+      async_.reset();
       detail::mpi_blocking_collectives.store(false);
       detail::current_distributed.store(nullptr);
       throw;
@@ -298,6 +311,7 @@ class runtime {
   std::vector<group_comm> groups_;
   std::map<std::vector<std::uint64_t>, std::vector<std::size_t>> mesh_groups_;
   std::vector<int> per_process_;
+  std::unique_ptr<detail::async_mpi_engine> async_;  // after groups_: gone before the communicators
   int first_device_ = 0;
   int global_devices_ = 0;
 };

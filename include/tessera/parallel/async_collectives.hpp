@@ -253,27 +253,6 @@ auto exchange_async(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   });
 }
 
-/// ppermute's pairs checked against the axis size k: this device's (rank `me`) source, or -1,
-/// and a hash of the pairs for the signature.
-inline std::pair<long, std::uint64_t> permutation_source(std::vector<std::pair<int, int>> const& perm, std::size_t k,
-                                                         std::size_t me, std::uint64_t h, char const* what) {
-  std::vector<char> is_src(k, 0), is_dst(k, 0);
-  long source = -1;
-  long const n = static_cast<long>(k);
-  for (auto const& [s, d] : perm) {
-    if (s < 0 || s >= n || d < 0 || d >= n)
-      throw std::invalid_argument(std::string(what) + ": the pair (" + std::to_string(s) + ", " + std::to_string(d) +
-                                  ") is out of range for an axis of size " + std::to_string(k));
-    if (is_src[static_cast<std::size_t>(s)]++)
-      throw std::invalid_argument(std::string(what) + ": source " + std::to_string(s) + " appears twice in perm");
-    if (is_dst[static_cast<std::size_t>(d)]++)
-      throw std::invalid_argument(std::string(what) + ": destination " + std::to_string(d) + " appears twice in perm");
-    if (static_cast<std::size_t>(d) == me) source = s;
-    h = (h ^ (static_cast<std::uint64_t>(s) << 20 | static_cast<std::uint64_t>(d))) * std::uint64_t{1099511628211ull};
-  }
-  return {source, h};
-}
-
 }  // namespace detail
 
 /// jax.lax.all_gather started asynchronously (XLA's all-gather-start; seed 003's
