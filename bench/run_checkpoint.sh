@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Checkpoint bandwidth against dd (conv=fsync), h5py and Orbax on one file system (issue 34).
+#   bench/run_checkpoint.sh BENCH_BINARY [DIR=/tmp/tessera_ckpt_bench] [MIB=1024]
+# BENCH_BINARY: checkpoint_bench built with a parallel HDF5 (build/bench/bench_checkpoint_bench).
+# Orbax runs where build/jax-venv has orbax-checkpoint (build/jax-venv/bin/pip install orbax-checkpoint).
+# Reads are from the page cache for every contender alike (dropping caches needs root and a VM).
+set -euo pipefail
+BIN=${1:?usage: run_checkpoint.sh BENCH_BINARY [DIR] [MIB]}
+DIR=${2:-/tmp/tessera_ckpt_bench}
+MIB=${3:-1024}
+mkdir -p "$DIR"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+echo "== dd: write ${MIB} MiB with conv=fsync, then read it"
+for i in 1 2 3; do dd if=/dev/zero of="$DIR/dd.bin" bs=1M count="$MIB" conv=fsync 2>&1 | tail -1; done
+for i in 1 2 3; do dd if="$DIR/dd.bin" of=/dev/null bs=1M 2>&1 | tail -1; done
+rm -f "$DIR/dd.bin"
+echo "== tessera, 1 process x 8 devices"
+"$BIN" "$DIR" "$MIB" 3
+echo "== tessera, 2 processes x 4 devices (parallel HDF5, one file)"
+mpirun --oversubscribe --bind-to none -np 2 "$BIN" "$DIR" "$MIB" 3
+echo "== h5py: the gathered array written into one dataset (flush + fsync), then read"
+PY=/usr/bin/python3
+"$PY" - "$DIR" "$MIB" <<'PYEOF'
+import os, sys, time, numpy as np, h5py
+d, mib = sys.argv[1], int(sys.argv[2])
+a = np.ones((mib * 256, 1024), np.float32)
+best_w = best_r = 1e9
+for _ in range(3):
+    t = time.perf_counter()
+    with h5py.File(os.path.join(d, "h5py.h5"), "w") as f:
+        f["x"] = a
+    fd = os.open(os.path.join(d, "h5py.h5"), os.O_RDONLY); os.fsync(fd); os.close(fd)
+    best_w = min(best_w, time.perf_counter() - t)
+    t = time.perf_counter()
+    with h5py.File(os.path.join(d, "h5py.h5")) as f:
+        b = f["x"][...]
+    best_r = min(best_r, time.perf_counter() - t)
+os.remove(os.path.join(d, "h5py.h5"))
+print(f"h5py {mib} MiB: write {best_w:.3f} s ({a.nbytes / best_w / 1e6:.0f} MB/s), read {best_r:.3f} s ({a.nbytes / best_r / 1e6:.0f} MB/s)")
+PYEOF
+VENV=$(dirname "$0")/../build/jax-venv/bin/python
+if [ -x "$VENV" ] && "$VENV" -c "import orbax.checkpoint" 2>/dev/null; then
+  echo "== Orbax: the same array sharded over 8 CPU devices, P('x', None)"
+  XLA_FLAGS=--xla_force_host_platform_device_count=8 "$VENV" - "$DIR" "$MIB" <<'PYEOF'
+import os, sys, time, shutil, numpy as np, jax, jax.numpy as jnp
+import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding, PartitionSpec as P
+d, mib = sys.argv[1], int(sys.argv[2])
+mesh = jax.make_mesh((8,), ("x",))
+s = NamedSharding(mesh, P("x", None))
+x = jax.device_put(np.ones((mib * 256, 1024), np.float32), s)
+ckptr = ocp.StandardCheckpointer()
+best_w = best_r = 1e9
+for i in range(3):
+    p = os.path.join(d, f"orbax_{i}")
+    shutil.rmtree(p, ignore_errors=True)
+    t = time.perf_counter(); ckptr.save(p, {"x": x}); ckptr.wait_until_finished(); best_w = min(best_w, time.perf_counter() - t)
+    t = time.perf_counter(); y = ckptr.restore(p, {"x": jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)}); jax.block_until_ready(y); best_r = min(best_r, time.perf_counter() - t)
+    shutil.rmtree(p, ignore_errors=True)
+print(f"orbax {ocp.__version__ if hasattr(ocp, '__version__') else ''} {mib} MiB: save {best_w:.3f} s ({x.nbytes / best_w / 1e6:.0f} MB/s), restore {best_r:.3f} s ({x.nbytes / best_r / 1e6:.0f} MB/s)")
+PYEOF
+else
+  echo "== Orbax: not installed in build/jax-venv (build/jax-venv/bin/pip install orbax-checkpoint)"
+fi
