@@ -39,9 +39,15 @@ class TesseraConan(ConanFile):
         # CMake package does when it finds OpenBLAS. False (default): tessera's xsimd kernel,
         # no BLAS in the dependency graph.
         "with_blas": [True, False],
+        # True: require HDF5 for tessera/checkpoint.hpp (checkpoints, tessera::hdf5 in tessera's
+        # own CMake package); across processes it must be a parallel HDF5 (the hdf5 recipe's
+        # option parallel=True, with an MPI). False (default): no HDF5 in the dependency graph;
+        # everything but tessera/checkpoint.hpp works.
+        "with_hdf5": [True, False],
     }
     default_options = {
         "with_blas": False,
+        "with_hdf5": False,
     }
     no_copy_source = True
 
@@ -72,6 +78,9 @@ class TesseraConan(ConanFile):
             # tessera declares cblas_sgemm/cblas_dgemm itself (runtime/gemm.hpp) and never
             # includes cblas.h, so consumers need OpenBLAS's library, not its headers.
             self.requires("openblas/[>=0.3 <1]", transitive_libs=True)
+        if self.options.with_hdf5:
+            # tessera/checkpoint.hpp includes <hdf5.h> and calls its C API.
+            self.requires("hdf5/[>=1.10 <2]", transitive_headers=True, transitive_libs=True)
 
     def package_id(self):
         self.info.clear()
@@ -108,6 +117,8 @@ class TesseraConan(ConanFile):
         self.cpp_info.requires = ["xtensor::xtensor", "xsimd::xsimd"]
         if self.settings.os in ("Linux", "FreeBSD"):
             self.cpp_info.system_libs = ["pthread"]
+        if self.options.with_hdf5:
+            self.cpp_info.requires.append("hdf5::hdf5")
         if self.options.with_blas:
             # What tessera's CMake gives tessera::tessera when it finds OpenBLAS: the
             # macro that routes float/double products to cblas_sgemm/cblas_dgemm, and BLAS.

@@ -23,9 +23,12 @@ set(VCPKG_BUILD_TYPE release)
 # makes the installed tessera::tessera define TESSERA_HAS_CBLAS and link BLAS::BLAS. Without
 # the feature TESSERA_USE_BLAS is OFF, so a BLAS that happens to be on the machine but is not
 # in the port's dependencies never ends up in the installed package.
+# Feature "hdf5": tessera::hdf5 (tessera/checkpoint.hpp) where HDF5 is found; without it
+# TESSERA_HDF5 is OFF, so an HDF5 on the machine but not in the port's dependencies is not used.
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
     blas TESSERA_USE_BLAS
+    hdf5 TESSERA_HDF5
 )
 
 vcpkg_cmake_configure(
