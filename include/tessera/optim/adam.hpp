@@ -66,11 +66,11 @@ struct scale_by_adam_t : gradient_transformation<scale_by_adam_t> {
       detail::for_batches<T>(n, [&](std::size_t i) {
         B const g = detail::load(u + i);
         // XLA contracts (1−b)·g + b·m into fma(g, 1−b, b·m).
-        B const m = xsimd::fma(g, c1, detail::load(in[0] + i) * d1);
-        B const v = xsimd::fma(g * g, c2, detail::load(in[1] + i) * d2);
+        B const m = detail::fmadd(g, c1, detail::load(in[0] + i) * d1);
+        B const v = detail::fmadd(g * g, c2, detail::load(in[1] + i) * d2);
         m.store_unaligned(out[0] + i);
         v.store_unaligned(out[1] + i);
-        ((m * r1) / (xsimd::sqrt(xsimd::fma(v, r2, er)) + e)).store_unaligned(u + i);
+        ((m * r1) / (xsimd::sqrt(detail::fmadd(v, r2, er)) + e)).store_unaligned(u + i);
       });
     }
   };
@@ -112,7 +112,7 @@ struct add_decayed_weights_t : gradient_transformation<add_decayed_weights_t<Mas
       if (weight_decay == 0.0 || !decayed[leaf]) return;  // optax leaves the updates as they are
       detail::batch<T> const wd(static_cast<T>(weight_decay));
       detail::for_batches<T>(n, [&](std::size_t i) {
-        xsimd::fma(wd, detail::load(p + i), detail::load(u + i)).store_unaligned(u + i);  // XLA's contraction
+        detail::fmadd(wd, detail::load(p + i), detail::load(u + i)).store_unaligned(u + i);  // XLA's contraction
       });
     }
   };

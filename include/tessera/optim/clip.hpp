@@ -34,7 +34,7 @@ double sum_of_squares(T const* x, std::size_t n) {
     B acc(T(0));
     for (; i < end; i += W) {
       B const v = load(x + i);
-      acc = xsimd::fma(v, v, acc);
+      acc = detail::fmadd(v, v, acc);
     }
     alignas(64) T lanes[W];
     acc.store_aligned(lanes);

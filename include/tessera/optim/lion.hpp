@@ -43,8 +43,8 @@ struct scale_by_lion_t : gradient_transformation<scale_by_lion_t> {
       detail::for_batches<T>(n, [&](std::size_t i) {
         B const g = detail::load(u + i);
         B const m = detail::load(in[0] + i);
-        B const x = xsimd::fma(g, c1, m * d1);
-        xsimd::fma(g, c2, m * d2).store_unaligned(out[0] + i);
+        B const x = detail::fmadd(g, c1, m * d1);
+        detail::fmadd(g, c2, m * d2).store_unaligned(out[0] + i);
         // jnp.sign: ±1, and x itself for ±0 and NaN.
         xsimd::select(x > zero, one, xsimd::select(x < zero, -one, x)).store_unaligned(u + i);
       });

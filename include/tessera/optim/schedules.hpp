@@ -42,11 +42,14 @@ struct cosine_decay_schedule {
                                   std::to_string(steps) + " (optax raises the same)");
   }
   float operator()(count_type count) const {
+    // XLA divides by a constant as a product with its reciprocal, and contracts a product
+    // feeding an add into an fma.
     float const steps = static_cast<float>(decay_steps);
     float const c = std::min(static_cast<float>(count), steps);
-    float const cosine = 0.5f * (1.0f + std::cos(std::numbers::pi_v<float> * c / steps));
+    float const cosine = 0.5f * (1.0f + std::cos(std::numbers::pi_v<float> * c * (1.0f / steps)));
     float const powed = exponent == 1.0 ? cosine : std::pow(cosine, static_cast<float>(exponent));
-    return static_cast<float>(init_value) * (static_cast<float>(1.0 - alpha) * powed + static_cast<float>(alpha));
+    return static_cast<float>(init_value) *
+           detail::fmadd(static_cast<float>(1.0 - alpha), powed, static_cast<float>(alpha));
   }
 };
 
@@ -61,8 +64,9 @@ struct linear_schedule {
     if (transition_steps <= 0) return static_cast<float>(init_value);  // optax: a constant schedule
     int const begin = std::max(transition_begin, 0);
     count_type const c = std::clamp<count_type>(count - begin, 0, transition_steps);
-    float const frac = 1.0f - static_cast<float>(c) / static_cast<float>(transition_steps);
-    return static_cast<float>(init_value - end_value) * frac + static_cast<float>(end_value);
+    // As XLA computes it: 1 − c·(1/steps) in one fma, then (init − end)·frac + end in another.
+    float const frac = detail::fmadd(-static_cast<float>(c), 1.0f / static_cast<float>(transition_steps), 1.0f);
+    return detail::fmadd(static_cast<float>(init_value - end_value), frac, static_cast<float>(end_value));
   }
 };
 

@@ -34,6 +34,14 @@ struct scale_t : gradient_transformation<scale_t>, detail::stateless {
       detail::batch<T> const s(static_cast<T>(step_size));
       detail::for_batches<T>(n, [&](std::size_t i) { (detail::load(u + i) * s).store_unaligned(u + i); });
     }
+    /// The last step of an update_and_apply: p + u·s in one fma, as XLA fuses it.
+    template <class T>
+    void operator()(std::size_t, T* u, T const* p, T const* const*, T* const*, std::size_t n, T* new_p) const {
+      detail::batch<T> const s(static_cast<T>(step_size));
+      detail::for_batches<T>(n, [&](std::size_t i) {
+        detail::fmadd(detail::load(u + i), s, detail::load(p + i)).store_unaligned(new_p + i);
+      });
+    }
   };
   template <class G, class S, class P>
   step_t begin(G const&, S const&, P const&) const {
@@ -125,9 +133,9 @@ struct trace_t : gradient_transformation<trace_t> {
       B const d(static_cast<T>(decay));
       detail::for_batches<T>(n, [&](std::size_t i) {
         B const g = detail::load(u + i);
-        B const t = xsimd::fma(d, detail::load(in[0] + i), g);  // XLA contracts g + decay·t into one fma
+        B const t = detail::fmadd(d, detail::load(in[0] + i), g);  // XLA contracts g + decay·t into one fma
         t.store_unaligned(out[0] + i);
-        (nesterov ? xsimd::fma(d, t, g) : t).store_unaligned(u + i);
+        (nesterov ? detail::fmadd(d, t, g) : t).store_unaligned(u + i);
       });
     }
   };

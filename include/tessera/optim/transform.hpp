@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +44,10 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/runtime/simd.hpp"
 #include "tessera/tree/tree_util.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace tessera::optim {
 
@@ -66,6 +71,39 @@ using batch = xsimd::batch<T>;
 
 template <class T>
 constexpr bool optimizable = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+/// a·b + c rounded once where the machine has FMA, as XLA's CPU backend computes a multiply
+/// feeding an add there (LLVM contracts them), and rounded twice where it has not, as XLA does
+/// there. xsimd 8's fma on AVX-512 batches is a multiply and an add, so the intrinsic is called.
+template <class T, class A>
+xsimd::batch<T, A> fmadd(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b, xsimd::batch<T, A> const& c) {
+  using R = typename xsimd::batch<T, A>::register_type;
+  // Told apart by size and element type: naming the vector types in a template argument drops
+  // their attributes (GCC's -Wignored-attributes).
+  [[maybe_unused]] R const ra = a, rb = b, rc = c;
+  [[maybe_unused]] constexpr bool f32 = std::is_same_v<T, float>, f64 = std::is_same_v<T, double>;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(R) == 64 && f32) return xsimd::batch<T, A>(_mm512_fmadd_ps(ra, rb, rc));
+  if constexpr (sizeof(R) == 64 && f64) return xsimd::batch<T, A>(_mm512_fmadd_pd(ra, rb, rc));
+#endif
+#if defined(__FMA__)
+  if constexpr (sizeof(R) == 32 && f32) return xsimd::batch<T, A>(_mm256_fmadd_ps(ra, rb, rc));
+  if constexpr (sizeof(R) == 32 && f64) return xsimd::batch<T, A>(_mm256_fmadd_pd(ra, rb, rc));
+  if constexpr (sizeof(R) == 16 && f32) return xsimd::batch<T, A>(_mm_fmadd_ps(ra, rb, rc));
+  if constexpr (sizeof(R) == 16 && f64) return xsimd::batch<T, A>(_mm_fmadd_pd(ra, rb, rc));
+#endif
+  return xsimd::fma(a, b, c);  // NEON64's is the instruction; without FMA, a multiply and an add
+}
+
+/// The scalar twin of fmadd (schedules, where XLA contracts too).
+template <class T>
+T fmadd(T a, T b, T c) {
+#if defined(__FMA__) || defined(__aarch64__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 /// The leaves of a tree as a tuple (jax.tree.leaves), and their type at index I.
 template <class Tree>
@@ -110,6 +148,7 @@ std::array<array<T, N, S>, K> build_arrays(array<T, N, S> const& a, char const* 
   pool->run(std::span<int const>(ids), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     std::size_t const n = tessera::detail::element_count(tessera::detail::block_shape(s.block(p, a.shape())));
+    tessera::detail::trace_span span("evaluate", where, n * sizeof(T) * K);  // the trace's view (docs/trace.md)
     std::array<T*, K> outs{};
     for (std::size_t k = 0; k < K; ++k) {
       buffers[k][p] = device_buffer<T>(n, device_buffer<T>::uninitialized, &pool->memory(d));
@@ -147,6 +186,20 @@ void check_leaf(A const& want, A const& got, std::size_t leaf, char const* what)
                                 "); pass trees shaped, sharded and on the mesh of the parameters");
 }
 
+/// step's kernel on n elements, and new_p = p + u: in one step where it has the form that takes
+/// new_p (scale's: p + u·s in one fma, as XLA fuses a jitted step's apply_updates).
+template <class Step, class T>
+void kernel_apply(Step const& step, std::size_t leaf, T* u, T const* p, T const* const* in, T* const* out,
+                  std::size_t n, T* new_p) {
+  if constexpr (requires { step(leaf, u, p, in, out, n, new_p); }) {
+    step(leaf, u, p, in, out, n, new_p);
+  } else {
+    step(leaf, u, p, in, out, n);
+    for (std::size_t i = 0; i < n; i += batch<T>::size)
+      (batch<T>::load_unaligned(p + i) + batch<T>::load_unaligned(u + i)).store_unaligned(new_p + i);
+  }
+}
+
 /// One leaf's update: the chain's kernel over every block of leaf I, in chunks that stay in
 /// cache. Writes the new slot blocks and the update (Apply: the parameter plus the update).
 template <bool Apply, std::size_t I, class X, class Step, class G, class P, class SlotLeaves>
@@ -177,9 +230,6 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
     std::array<T const*, K + 1> in{};  // + 1: never empty
     for (std::size_t k = 0; k < K; ++k) in[k] = slot_arrays[k]->block_data(pos);
     alignas(64) T ubuf[chunk];
-    auto run = [&](std::size_t m, T* u, T const* pp, std::array<T const*, K + 1> const& i, std::array<T*, K + 1> const& o) {
-      step(I, u, pp, i.data(), o.data(), m);
-    };
     std::size_t const body = n - n % W;
     for (std::size_t off = 0; off < body; off += chunk) {
       std::size_t const m = std::min(chunk, body - off);
@@ -188,17 +238,13 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
       std::array<T const*, K + 1> i{};
       std::array<T*, K + 1> o{};
       for (std::size_t k = 0; k < K; ++k) i[k] = in[k] + off, o[k] = outs[k] + off;
-      run(m, u, pb + off, i, o);
-      if constexpr (Apply) {
-        T* np = outs[K] + off;
-        for (std::size_t e = 0; e < m; e += W)
-          (batch<T>::load_unaligned(pb + off + e) + batch<T>::load_aligned(u + e)).store_unaligned(np + e);
-      }
+      if constexpr (Apply) kernel_apply(step, I, u, pb + off, i.data(), o.data(), m, outs[K] + off);
+      else step(I, u, pb + off, i.data(), o.data(), m);
     }
     if (std::size_t const rest = n - body; rest != 0) {
       // The last elements, fewer than a batch: copied into zero-padded batches so that they are
       // computed by the same instructions as the others.
-      alignas(64) T tg[W] = {}, tp[W] = {}, ti[K + 1][W] = {}, to[K + 1][W] = {};
+      alignas(64) T tg[W] = {}, tp[W] = {}, tn[W] = {}, ti[K + 1][W] = {}, to[K + 1][W] = {};
       std::memcpy(tg, gb + body, rest * sizeof(T));
       std::memcpy(tp, pb + body, rest * sizeof(T));
       std::array<T const*, K + 1> i{};
@@ -207,9 +253,10 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
         std::memcpy(ti[k], in[k] + body, rest * sizeof(T));
         i[k] = ti[k], o[k] = to[k];
       }
-      run(W, tg, tp, i, o);
+      if constexpr (Apply) kernel_apply(step, I, tg, tp, i.data(), o.data(), W, tn);
+      else step(I, tg, tp, i.data(), o.data(), W);
       for (std::size_t k = 0; k < K; ++k) std::memcpy(outs[k] + body, to[k], rest * sizeof(T));
-      for (std::size_t e = 0; e < rest; ++e) outs[K][body + e] = Apply ? tp[e] + tg[e] : tg[e];
+      std::memcpy(outs[K] + body, Apply ? tn : tg, rest * sizeof(T));
     }
   });
 }
@@ -319,6 +366,19 @@ struct chain_t : gradient_transformation<chain_t<X...>> {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((std::get<I>(steps)(leaf, u, p, in + off, out + off, n), off += X::slots), ...);
       }(std::index_sequence_for<X...>{});
+    }
+    /// The parts in order, the last one also writing new_p = p + u (fused where it can).
+    template <class T>
+    void operator()(std::size_t leaf, T* u, T const* p, T const* const* in, T* const* out, std::size_t n,
+                    T* new_p) const {
+      std::size_t off = 0;
+      constexpr std::size_t last = sizeof...(X) - 1;
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((std::get<I>(steps)(leaf, u, p, in + off, out + off, n),
+          off += std::tuple_element_t<I, std::tuple<X...>>::slots),
+         ...);
+      }(std::make_index_sequence<last>{});
+      detail::kernel_apply(std::get<last>(steps), leaf, u, p, in + off, out + off, n, new_p);
     }
   };
 
