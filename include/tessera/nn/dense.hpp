@@ -7,8 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "tessera/expr/einsum.hpp"
-#include "tessera/expr/matmul.hpp"
+#include "tessera/autodiff.hpp"
 #include "tessera/nn/initializers.hpp"
 #include "tessera/nn/partitioning.hpp"
 #include "tessera/nn/scope.hpp"
@@ -129,7 +128,7 @@ struct DenseGeneral {
   template <class Key, class X>
   auto init(Key const& key, X const& x) const {
     auto s = detail::scope_of(key, x);
-    constexpr std::size_t R = detail::rank_v<X>;
+    constexpr std::size_t R = std::tuple_size_v<std::remove_cvref_t<decltype(x.shape())>>;
     static_assert(R >= NIn, "tessera::nn::DenseGeneral: the input has fewer dimensions than the contracted axes");
     auto const xs = detail::input_shape(x);
     shape_t<NIn + NOut> kshape{};

@@ -168,13 +168,27 @@ constexpr resolution<K> resolve(std::array<dim_spec, K> const& names, Table cons
 }  // namespace detail
 
 namespace diagnostic {
-/// False when a parameter's name is neither a logical name of the rules nor an axis of the
-/// mesh (the name, the rules and the mesh are its arguments, so the failing assert prints them).
-template <axis_name Name, class Rules, class Mesh>
-inline constexpr bool name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis = Name.empty();
-/// False when two dimensions of one parameter map to the same mesh axis.
-template <axis_name Name, axis_name OtherName, axis_name MeshAxis>
-inline constexpr bool names_of_one_parameter_must_map_to_different_mesh_axes = false;
+/// Fires when a parameter's name is neither a logical name of the rules nor an axis of the mesh
+/// (the name, the rules and the mesh are its arguments, so the compiler prints them).
+template <axis_name Name, class Rules, class Mesh, bool Ok>
+struct name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis {
+  static_assert(Ok,
+                "tessera::nn::with_partitioning: a name is neither a logical name of the logical_axis_rules nor an "
+                "axis of the mesh (the name is the first argument of "
+                "'name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis<name, rules, mesh>' above); add a rule "
+                "for it or use one of the mesh's axes");
+  static constexpr bool value = true;
+};
+/// Fires when two dimensions of one parameter map to the same mesh axis.
+template <axis_name Name, axis_name OtherName, axis_name MeshAxis, bool Ok>
+struct names_of_one_parameter_must_map_to_different_mesh_axes {
+  static_assert(Ok,
+                "tessera::nn::with_partitioning: two dimensions of one parameter map to the same mesh axis (the "
+                "names and the mesh axis are the arguments of "
+                "'names_of_one_parameter_must_map_to_different_mesh_axes<name, other name, mesh axis>' above); a "
+                "mesh axis may shard one dimension of an array: change a rule, or map one name to None");
+  static constexpr bool value = true;
+};
 /// False when a with_partitioning has a different number of names than the parameter has dimensions.
 template <std::size_t Names, std::size_t Rank>
 inline constexpr bool with_partitioning_needs_one_name_per_dimension = Names == Rank;
@@ -185,23 +199,6 @@ template <class Mesh, class Rules, class Names>
 constexpr auto resolution_of =
     resolve(Names::dims, Rules::table, [](axis_name const& a) { return Mesh::has_axis(a); });
 
-template <class Mesh, class Rules, class Names>
-constexpr bool check_resolution() {
-  constexpr auto r = resolution_of<Mesh, Rules, Names>;
-  static_assert(diagnostic::name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis<
-                    (r.error == resolve_error::unknown_name ? r.name : axis_name{}), Rules, Mesh>,
-                "tessera::nn::with_partitioning: a name is neither a logical name of the logical_axis_rules nor an "
-                "axis of the mesh (the name is the first argument of "
-                "'name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis<name, rules, mesh>'); add a rule for it "
-                "or use one of the mesh's axes");
-  if constexpr (r.error == resolve_error::same_mesh_axis)
-    static_assert(diagnostic::names_of_one_parameter_must_map_to_different_mesh_axes<r.name, r.other, r.mesh_axis>,
-                  "tessera::nn::with_partitioning: two dimensions of one parameter map to the same mesh axis (the "
-                  "names and the mesh axis are the arguments of "
-                  "'names_of_one_parameter_must_map_to_different_mesh_axes<name, other name, mesh axis>'); a mesh "
-                  "axis may shard one dimension of an array: change a rule, or map one name to None");
-  return r.error == resolve_error::ok;
-}
 }  // namespace detail
 
 namespace detail {
@@ -209,10 +206,18 @@ template <class Mesh, class Rules, class Names, class = std::make_index_sequence
 struct logical_to_mesh_axes_impl;
 template <class Mesh, class Rules, class Names, std::size_t... I>
 struct logical_to_mesh_axes_impl<Mesh, Rules, Names, std::index_sequence<I...>> {
-  static constexpr bool ok = check_resolution<Mesh, Rules, Names>();
+  static constexpr auto r = resolution_of<Mesh, Rules, Names>;
+  static_assert(diagnostic::name_must_be_a_logical_name_of_the_rules_or_a_mesh_axis<
+                resolution_of<Mesh, Rules, Names>.name, Rules, Mesh,
+                resolution_of<Mesh, Rules, Names>.error != resolve_error::unknown_name>::value);
+  static_assert(diagnostic::names_of_one_parameter_must_map_to_different_mesh_axes<
+                resolution_of<Mesh, Rules, Names>.name, resolution_of<Mesh, Rules, Names>.other,
+                resolution_of<Mesh, Rules, Names>.mesh_axis,
+                resolution_of<Mesh, Rules, Names>.error != resolve_error::same_mesh_axis>::value);
+  static constexpr bool ok = r.error == resolve_error::ok;
   // An unresolved parameter is typed P<>, so that our message is the only error.
   static constexpr std::array<dim_spec, Names::size> spec =
-      ok ? resolution_of<Mesh, Rules, Names>.spec : std::array<dim_spec, Names::size>{};
+      ok ? r.spec : std::array<dim_spec, Names::size>{};
   using type = P<spec[I]...>;
 };
 }  // namespace detail
