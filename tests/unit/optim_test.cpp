@@ -15,7 +15,8 @@
 #include <catch2/catch.hpp>
 #include <xtensor/xtensor.hpp>
 
-#include "tessera/tessera.hpp"
+#include "tessera/autodiff.hpp"
+#include "tessera/optim.hpp"
 
 namespace {
 
@@ -119,4 +120,165 @@ TEST_CASE("optim: adam over a tree of sharded arrays matches the update written 
       CHECK(got[l][i] == Approx(p_ref[l][i]).epsilon(1e-5).margin(1e-6));
       CHECK(got_mu[l][i] == Approx(mu[l][i]).epsilon(1e-5).margin(1e-6));
     }
+}
+
+TEST_CASE("optim: the state of a sharded parameter has the parameter's type and shards", "[optim]") {
+  tessera::runtime rt{8};
+  auto const m = make_mesh_xy();
+  model const params = make_model(m, 1, 1.0f);
+  auto const check = [&](auto const& state_tree) {
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(state_tree)>, model>);
+    static_assert(std::is_same_v<decltype(state_tree.layer.w), w_type>);  // P("x", "y"): FSDP-style
+    auto const ps = params.layer.w.addressable_shards();
+    auto const ss = state_tree.layer.w.addressable_shards();
+    REQUIRE(ps.size() == ss.size());
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      CHECK(ss[i].device == ps[i].device);
+      CHECK(ss[i].index == ps[i].index);
+      CHECK(ss[i].data.shape() == ps[i].data.shape());  // a 3 x 3 block of the 6 x 12 weight
+    }
+    CHECK(ss[0].data.size() == 9);
+  };
+  auto const adam = optim::adamw(1e-3);
+  auto state = adam.init(params);
+  check(std::get<0>(state).mu);
+  check(std::get<0>(state).nu);
+  model const grads = make_model(m, 7, 1.0f);
+  auto [updates, next] = adam.update(grads, state, params);
+  check(updates);
+  check(std::get<0>(next).mu);
+  check(std::get<0>(next).nu);
+  auto const lion = optim::lion(1e-3);
+  check(std::get<0>(lion.init(params)).mu);
+  auto const sgd = optim::sgd(0.1, 0.9);
+  check(std::get<0>(sgd.init(params)).trace);
+
+  // No communication in an update, one all-reduce of one number in clip_by_global_norm.
+  tessera::collective_counter counter;
+  (void)adam.update(grads, state, params);
+  (void)adam.update_and_apply(grads, state, params);
+  CHECK(counter.count() == 0);
+  auto const clipped = optim::chain(optim::clip_by_global_norm(1.0), optim::adam(1e-3));
+  (void)clipped.update(grads, clipped.init(params), params);
+  CHECK(counter.count() == 1);
+  CHECK(counter.count("all-reduce") == 1);
+}
+
+TEST_CASE("optim: clip_by_global_norm counts a replicated leaf once and clips at the norm", "[optim]") {
+  tessera::runtime rt{8};
+  auto const m = make_mesh_xy();
+  model const grads = make_model(m, 3, 2.0f);
+  double sq = 0;
+  for (auto const& leaf : flat(grads))
+    for (float x : leaf) sq += double(x) * x;
+  CHECK(optim::global_norm(grads) == Approx(std::sqrt(sq)).epsilon(1e-6));  // squares summed in float32 batches
+  for (double max_norm : {0.5 * std::sqrt(sq), 2.0 * std::sqrt(sq)}) {
+    auto const clip = optim::clip_by_global_norm(max_norm);
+    auto const [u, s] = clip.update(grads, clip.init(grads), grads);
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(s)>, optim::empty_state>);
+    auto const got = flat(u);
+    auto const g = flat(grads);
+    float const norm = static_cast<float>(std::sqrt(sq));
+    for (std::size_t l = 0; l < g.size(); ++l)
+      for (std::size_t i = 0; i < g[l].size(); ++i) {
+        float const want = norm < static_cast<float>(max_norm) ? g[l][i] : g[l][i] / norm * static_cast<float>(max_norm);
+        CHECK(got[l][i] == Approx(want).epsilon(1e-6));
+      }
+  }
+}
+
+namespace {
+/// A params tree grad can trace: a class template over its field types (docs/autodiff.md).
+template <class W, class B>
+struct linear {
+  W w;
+  B b;
+};
+}  // namespace
+
+TEST_CASE("optim: the gradients of tessera::grad go straight into the optimizer and TrainState", "[optim]") {
+  tessera::runtime rt{8};
+  auto const m = tessera::make_mesh<"x">({8});
+  auto const xs = tessera::device_put(host<2>(values(16 * 4, 5, 1.0f), {16, 4}), tessera::named_sharding(m, P<"x", none>{}));
+  auto const ys = tessera::device_put(host<2>(values(16, 6, 1.0f), {16, 1}), tessera::named_sharding(m, P<"x", none>{}));
+  auto const w0 = tessera::device_put(host<2>(values(4, 7, 0.5f), {4, 1}), tessera::named_sharding(m, P<none, none>{}));
+  auto const b0 = tessera::device_put(host<1>(values(1, 8, 0.5f), {1}), tessera::named_sharding(m, P<none>{}));
+  using params_t = linear<std::remove_cvref_t<decltype(w0)>, std::remove_cvref_t<decltype(b0)>>;
+  // apply_fn(params, x) = x @ w + b; loss = mean((apply_fn(params, x) - y)^2)
+  auto const apply_fn = [](auto const& p, auto const& x) { return tessera::matmul(x, p.w) + p.b; };
+  auto const loss = [&](auto const& p) {
+    auto const d = apply_fn(p, xs) - ys;
+    return tessera::mean(d * d);
+  };
+  auto state = optim::create_train_state(apply_fn, params_t{w0, b0}, optim::adam(0.05f));
+  CHECK(state.step == 0);
+  float const loss0 = tessera::to_host(tessera::eval(loss(state.params)))();
+  params_t p = state.params;
+  auto opt_state = optim::adam(0.05f).init(p);
+  for (int i = 0; i < 20; ++i) {
+    auto const grads = tessera::grad(loss)(state.params);
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(grads)>, params_t>);
+    state = state.apply_gradients(grads);
+    // The same step through tx.update and optax.apply_updates.
+    auto const [u, s] = optim::adam(0.05f).update(tessera::grad(loss)(p), opt_state, p);
+    p = optim::apply_updates(p, u);
+    opt_state = s;
+  }
+  CHECK(state.step == 20);
+  CHECK(std::get<0>(state.opt_state).count == 20);
+  float const loss1 = tessera::to_host(tessera::eval(loss(state.params)))();
+  CHECK(loss1 < 0.5f * loss0);
+  auto const a = flat(state.params), b = flat(p);
+  for (std::size_t l = 0; l < a.size(); ++l)
+    for (std::size_t i = 0; i < a[l].size(); ++i) CHECK(a[l][i] == Approx(b[l][i]).epsilon(1e-5));
+  // state.apply_fn is the function it was made with.
+  auto const out = tessera::to_host(tessera::eval(state.apply_fn(state.params, xs)));
+  CHECK(out.shape()[0] == 16);
+}
+
+TEST_CASE("optim: sgd, lion, schedules and masks against the host; errors name the leaf", "[optim]") {
+  tessera::runtime rt{8};
+  auto const m = make_mesh_xy();
+  model const params = make_model(m, 1, 1.0f);
+  model const grads = make_model(m, 2, 1.0f);
+  auto const p = flat(params), g = flat(grads);
+  // sgd with Nesterov momentum and a schedule, 2 steps (the trace starts at zero).
+  auto const sched = optim::warmup_cosine_decay_schedule(0.0, 0.1, 1, 5);
+  CHECK(sched(0) == 0.0f);
+  CHECK(sched(1) == Approx(0.1f));
+  auto const tx = optim::sgd(sched, 0.9, true);
+  auto s = tx.init(params);
+  model q = params;
+  for (int t = 0; t < 2; ++t) {
+    auto [u, s2] = tx.update(grads, s, q);
+    q = optim::apply_updates(q, u);
+    s = s2;
+  }
+  CHECK(std::get<1>(s).count == 2);
+  // trace1 = g, u1 = g + 0.9 g (lr 0); trace2 = 1.9 g, u2 = g + 0.9·1.9 g at lr sched(1).
+  auto const got = flat(q);
+  for (std::size_t l = 0; l < p.size(); ++l)
+    for (std::size_t i = 0; i < p[l].size(); ++i)
+      CHECK(got[l][i] == Approx(p[l][i] - sched(1) * (1 + 0.9 * 1.9) * g[l][i]).epsilon(1e-5).margin(1e-6));
+
+  // lion with a mask given as a callable of the params: the bias b (leaf 1) is not decayed.
+  auto const mask = [](model const&) { return std::make_tuple(true, false, true, false); };
+  auto const lion = optim::lion(0.01, 0.9, 0.99, 0.5, mask);
+  auto const [lu, ls] = lion.update(grads, lion.init(params), params);
+  auto const lg = flat(lu);
+  for (std::size_t l = 0; l < p.size(); ++l)
+    for (std::size_t i = 0; i < p[l].size(); ++i) {
+      double const sign = g[l][i] > 0 ? 1 : g[l][i] < 0 ? -1 : 0;
+      double const decay = (l == 0 || l == 2) ? 0.5 * p[l][i] : 0.0;
+      CHECK(lg[l][i] == Approx(-0.01 * (sign + decay)).epsilon(1e-6).margin(1e-9));
+    }
+  CHECK(std::get<0>(ls).count == 1);
+
+  // A gradient of another shape than its parameter: the leaf and both shapes are named.
+  model bad = grads;
+  bad.layer.w = tessera::device_put(host<2>(values(8 * 12, 1, 1.0f), {8, 12}), tessera::named_sharding(m, P<"x", "y">{}));
+  auto const adam = optim::adam(1e-3);
+  CHECK_THROWS_WITH(adam.update(bad, adam.init(params), params),
+                    Catch::Contains("leaf 0 of the gradients") && Catch::Contains("(8, 12)") && Catch::Contains("(6, 12)"));
+  CHECK_THROWS_WITH(optim::cosine_decay_schedule(1.0, 0), Catch::Contains("decay_steps must be positive, got 0"));
 }
