@@ -1,5 +1,6 @@
 // jax.random in tessera (issue 16): normal, uniform and bits of 2^22 elements made in place on
-// 1, 2 and 4 devices, against what a C++ user would write instead: std::mt19937 with
+// 1, 2 and 4 devices (and, issue 32, truncated_normal and nn::initializers::lecun_normal of a
+// 2048x2048 kernel, the initializer layers call most), against what a C++ user would write instead: std::mt19937 with
 // std::normal_distribution / uniform_real_distribution on one thread, and the same with one
 // engine per std::thread (whose numbers then depend on the thread count, unlike tessera's).
 // bench/run_random.sh adds JAX itself (bench/jax/random_jax.py) and prints ratios.
@@ -10,7 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include <tessera/tessera.hpp>
+#include <tessera/array.hpp>
+#include <tessera/nn/initializers.hpp>
+#include <tessera/random.hpp>
 
 namespace {
 
@@ -40,6 +43,24 @@ void BM_tessera_uniform(benchmark::State& state) {
 void BM_tessera_bits(benchmark::State& state) {
   sharded(state, [](auto k, auto const& s) { return rnd::bits(k, tessera::shape_t<1>{kElems}, s); });
 }
+void BM_tessera_truncated_normal(benchmark::State& state) {
+  sharded(state, [](auto k, auto const& s) { return rnd::truncated_normal(k, -2.0f, 2.0f, tessera::shape_t<1>{kElems}, s); });
+}
+void BM_tessera_lecun_normal(benchmark::State& state) {
+  int const n = static_cast<int>(state.range(0));
+  tessera::runtime rt{n};
+  auto mesh = tessera::make_mesh<"x">({n});
+  auto s = tessera::named_sharding(mesh, tessera::P<"x", tessera::none>{});
+  auto key = rnd::key(1701);
+  tessera::nn::initializers::lecun_normal const init;
+  for (auto _ : state) {
+    auto a = init(key, {2048, 2048}, s);
+    benchmark::DoNotOptimize(a);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kElems));
+}
+BENCHMARK(BM_tessera_truncated_normal)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_tessera_lecun_normal)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_tessera_normal)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_tessera_uniform)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_tessera_bits)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -64,6 +64,10 @@ struct scaled_uniform_kernel {
   rd::uniform_kernel<T> u;
   T post;
   T operator()(std::array<rd::word_pair, 1> const& p) const { return u(p) * post; }
+  void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, T* out) const {
+    u.fill(w0, w1, m, out);
+    for (std::size_t e = 0; e < m; ++e) out[e] *= post;
+  }
 };
 
 /// Makes an array of `shape` in sharding `s` (or on the host) from a plan.
@@ -376,10 +380,8 @@ struct variance_scaling : detail::initializer_interface<variance_scaling> {
       return is_uniform ? uniform(p) : normal(p);
     }
     void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, T* out) const {
-      if (is_uniform)
-        for (std::size_t e = 0; e < m; ++e) out[e] = uniform(std::array{random::detail::word_pair{w0[e], w1[e]}});
-      else
-        normal.fill(w0, w1, m, out);
+      if (is_uniform) uniform.fill(w0, w1, m, out);
+      else normal.fill(w0, w1, m, out);
     }
   };
 

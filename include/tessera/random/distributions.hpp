@@ -8,7 +8,9 @@
 #include <bit>
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -53,6 +55,21 @@ F unit_from(word_pair p) {
   return std::bit_cast<F>(b) - F(1);
 }
 
+/// The elements a kernel's fill() is handed at most at once (block_fill.hpp's chunk).
+inline constexpr std::size_t fill_chunk = 256;
+
+/// Whether float32 kernels run on xsimd batches: where xsimd's fma is the hardware's, so that a
+/// lane rounds as std::fma does (special_math.hpp).
+inline constexpr bool batch_float_kernels = tessera::detail::special::batch_fma;
+
+/// The float32 numbers in [1, 2) whose mantissas are the high 23 bits of w0 ^ w1, for a run of up
+/// to fill_chunk words (a loop over plain integers, which compilers vectorise).
+inline void unit_plus_one_run(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, float* out) {
+  alignas(64) std::uint32_t b[fill_chunk];
+  for (std::size_t e = 0; e < m; ++e) b[e] = ((w0[e] ^ w1[e]) >> 9) | 0x3f800000u;
+  std::memcpy(out, b, m * sizeof(float));
+}
+
 /// _uniform: max(minval, floats * (maxval - minval) + minval), the multiply-add fused as XLA
 /// fuses it on every x86-64 and ARM machine with FMA (and std::fma where there is none).
 template <sample_float F>
@@ -62,10 +79,26 @@ struct uniform_kernel {
     F const r = std::fma(unit_from<F>(p[0]), maxval - minval, minval);
     return r > minval ? r : minval;
   }
+  /// The same from a number in [1, 2) (unit_plus_one_run's), on a number or a batch.
+  template <class X>
+  X from_unit_plus_one(X one_to_two) const {
+    X const r = tessera::detail::special::fma<X, F>(one_to_two - X(F(1)), X(maxval - minval), X(minval));
+    return tessera::detail::special::select(r > X(minval), r, X(minval));
+  }
+  /// A run of uniforms at once: out[e] = (*this)({w0[e], w1[e]}).
+  void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, F* out) const {
+    if constexpr (std::is_same_v<F, float> && batch_float_kernels) {
+      using B = xsimd::batch<float>;
+      alignas(64) float us[fill_chunk];
+      unit_plus_one_run(w0, w1, m, us);
+      std::size_t e = 0;
+      for (; e + B::size <= m; e += B::size) from_unit_plus_one(B::load_aligned(us + e)).store_unaligned(out + e);
+      for (; e < m; ++e) out[e] = from_unit_plus_one(us[e]);
+    } else {
+      for (std::size_t e = 0; e < m; ++e) out[e] = (*this)(std::array{word_pair{w0[e], w1[e]}});
+    }
+  }
 };
-
-/// The elements a kernel's fill() is handed at most at once (block_fill.hpp's chunk).
-inline constexpr std::size_t fill_chunk = 256;
 
 /// pre * erf_inv(uniform(lo, hi)), clipped to [low, high] when `clip`, times post: normal
 /// (pre = sqrt(2)), truncated_normal (clip), and the scaled forms jax.nn.initializers makes of
@@ -93,14 +126,14 @@ struct erf_inv_kernel {
   F operator()(std::array<word_pair, 1> const& p) const { return finish(erf_inv(u(p))); }
 
   void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, F* out) const {
-    if constexpr (std::is_same_v<F, float> && tessera::detail::special::batch_fma) {
+    if constexpr (std::is_same_v<F, float> && batch_float_kernels) {
       using B = xsimd::batch<float>;
-      constexpr std::size_t n = B::size;
       alignas(64) float us[fill_chunk];
-      for (std::size_t e = 0; e < m; ++e) us[e] = u(std::array{word_pair{w0[e], w1[e]}});
+      unit_plus_one_run(w0, w1, m, us);
       std::size_t e = 0;
-      for (; e + n <= m; e += n) finish(erf_inv_f32(B::load_aligned(us + e))).store_unaligned(out + e);
-      for (; e < m; ++e) out[e] = finish(erf_inv_f32(us[e]));
+      for (; e + B::size <= m; e += B::size)
+        finish(erf_inv_f32(u.from_unit_plus_one(B::load_aligned(us + e)))).store_unaligned(out + e);
+      for (; e < m; ++e) out[e] = finish(erf_inv_f32(u.from_unit_plus_one(us[e])));
     } else {
       for (std::size_t e = 0; e < m; ++e) out[e] = (*this)(std::array{word_pair{w0[e], w1[e]}});
     }
@@ -211,6 +244,10 @@ struct randint_plan {
 template <sample_bits U>
 struct bits_kernel {
   U operator()(std::array<word_pair, 1> const& p) const { return bits_from<U>(p[0]); }
+  /// A run at once (a loop over plain integers, which compilers vectorise).
+  void fill(std::uint32_t const* w0, std::uint32_t const* w1, std::size_t m, U* out) const {
+    for (std::size_t e = 0; e < m; ++e) out[e] = bits_from<U>(word_pair{w0[e], w1[e]});
+  }
 };
 
 }  // namespace tessera::random::detail

@@ -51,13 +51,23 @@ inline void threefry_run(word_pair key, std::uint64_t first, std::size_t n, std:
   constexpr std::size_t lanes = batch::size;
   std::size_t i = 0;
   alignas(64) std::uint32_t hi[lanes], lo[lanes];
+  alignas(64) std::uint32_t iota[lanes];
+  for (std::size_t l = 0; l < lanes; ++l) iota[l] = static_cast<std::uint32_t>(l);
+  batch const step = batch::load_aligned(iota);
   for (; i + lanes <= n; i += lanes) {
-    for (std::size_t l = 0; l < lanes; ++l) {
-      std::uint64_t const c = first + i + l;
-      hi[l] = static_cast<std::uint32_t>(c >> 32);
-      lo[l] = static_cast<std::uint32_t>(c);
+    std::uint64_t const c = first + i;
+    batch x0, x1;
+    if (static_cast<std::uint32_t>(c) <= 0xFFFFFFFFu - (lanes - 1)) {  // one high word for all lanes
+      x0 = batch(static_cast<std::uint32_t>(c >> 32));
+      x1 = batch(static_cast<std::uint32_t>(c)) + step;
+    } else {
+      for (std::size_t l = 0; l < lanes; ++l) {
+        hi[l] = static_cast<std::uint32_t>((c + l) >> 32);
+        lo[l] = static_cast<std::uint32_t>(c + l);
+      }
+      x0 = batch::load_aligned(hi);
+      x1 = batch::load_aligned(lo);
     }
-    batch x0 = batch::load_unaligned(hi), x1 = batch::load_unaligned(lo);
     threefry_rounds(key.w0, key.w1, x0, x1);
     x0.store_unaligned(out0 + i);
     x1.store_unaligned(out1 + i);
