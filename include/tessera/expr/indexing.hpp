@@ -21,6 +21,7 @@
 // tables, the lowest value for signed integers, the highest for unsigned ones; indices in
 // [-n, 0) count from the end as in NumPy. Nothing outside the table is ever read.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -636,11 +637,22 @@ auto make_take(Tab table, Ids ids) {
     I const* iv = idx.block_data(pos);
     // Out-of-range indices: the fill value from one device per sum (the first along A), 0 from the others.
     bool const fills = U.is_none() || tab.sharding().shard_index(pos, A) == 0;
-    for_each_in_block(ob, [&](std::array<std::size_t, NO> const& g, std::size_t k) {
+    // The table's dimensions after A are the result's last ones, sharded alike, so each index
+    // copies one contiguous run (a row of an embedding table) from the table's block.
+    constexpr std::size_t lead = A + NI;
+    std::size_t run = 1;
+    for (std::size_t d = lead; d < NO; ++d) run *= ob[d].size();
+    if (run == 0) return;
+    std::array<slice, lead> head{};
+    for (std::size_t d = 0; d < lead; ++d) head[d] = ob[d];
+    for_each_in_block(head, [&](std::array<std::size_t, lead> const& h, std::size_t k) {
+      std::array<std::size_t, NO> g{};
+      for (std::size_t d = 0; d < NO; ++d) g[d] = d < lead ? h[d] : ob[d].start;
+      T* o = out + k * run;
       std::size_t const r = normalized_index(iv[offset_in_block(ib, index_part<A, NT, NI>(g), "take")], n);
-      if (r == n) out[k] = fills ? take_fill<T>() : T(0);
-      else if (r < tb[A].start || r >= tb[A].stop) out[k] = T(0);  // another device's row
-      else out[k] = tv[offset_in_block(tb, table_index<A, NT, NI>(g, r), "take")];
+      if (r == n) std::fill(o, o + run, fills ? take_fill<T>() : T(0));
+      else if (r < tb[A].start || r >= tb[A].stop) std::fill(o, o + run, T(0));  // another device's row
+      else std::copy_n(tv + offset_in_block(tb, table_index<A, NT, NI>(g, r), "take"), run, o);
     });
   };
   typename R::sharding_type const s(*mesh_of(table));

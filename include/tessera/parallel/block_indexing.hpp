@@ -10,6 +10,7 @@
 // the ids that fall in its rows [first_row, first_row + rows) and writes 0 for the others; a
 // psum over the table's axis then gives the lookup (the global take does this by itself).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <stdexcept>
@@ -62,12 +63,23 @@ local_value<T, NT - 1 + NI> take_values(local_value<T, NT> const& t, local_value
   constexpr std::size_t NO = NT - 1 + NI;
   auto const out_shape = take_shape<A, NT, NI>(t.shape, ids.shape);
   auto out = make_value<T>(out_shape);
-  for_each_index(out_shape, [&](std::array<std::size_t, NO> const& g, std::size_t k) {
-    auto const gi = index_part<A, NT, NI>(g);
+  // The table's dimensions after A are the result's last ones: one contiguous run per index.
+  constexpr std::size_t lead = A + NI;
+  std::size_t run = 1;
+  for (std::size_t d = A + 1; d < NT; ++d) run *= t.shape[d];
+  if (run == 0) return out;
+  shape_t<lead> head{};
+  for (std::size_t d = 0; d < lead; ++d) head[d] = out_shape[d];
+  for_each_index(head, [&](std::array<std::size_t, lead> const& h, std::size_t k) {
+    std::array<std::size_t, NO> g{};
+    for (std::size_t d = 0; d < lead; ++d) g[d] = h[d];
     std::size_t r = 0;
     T fill{};
-    if (pick(ids.v[flat_of(gi, ids.shape)], r, fill)) out.v[k] = t.v[flat_of(table_index<A, NT, NI>(g, r), t.shape)];
-    else out.v[k] = fill;
+    T* o = out.v.data() + k * run;
+    if (pick(ids.v[flat_of(index_part<A, NT, NI>(g), ids.shape)], r, fill))
+      std::copy_n(t.v.data() + flat_of(table_index<A, NT, NI>(g, r), t.shape), run, o);
+    else
+      std::fill(o, o + run, fill);
   });
   return out;
 }
