@@ -22,6 +22,7 @@
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
+#include "tessera/expr/partial_sum_node.hpp"
 #include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/gemm.hpp"
 
@@ -46,7 +47,7 @@ std::array<std::size_t, N> block_strides(std::array<slice, N> const& b) {
 /// jnp.matmul(a, b) of two operands on one mesh whose specs already satisfy the contraction
 /// rule (tessera::matmul reshards them first where needed) and share one element type.
 template <class A, class B>
-class contraction : public expression_tag {
+class contraction : public detail::partial_sum_node<contraction<A, B>> {
   using ta = detail::operand_traits<A>;
   using tb = detail::operand_traits<B>;
   static constexpr std::size_t RA = ta::rank, RB = tb::rank;
@@ -68,7 +69,7 @@ class contraction : public expression_tag {
 
   /// Checks meshes and shapes now, as jnp.matmul does when it traces.
   contraction(A a, B b)
-      : a_(std::move(a)), b_(std::move(b)), cache_(std::make_shared<cache>()) {
+      : a_(std::move(a)), b_(std::move(b)) {
     detail::check_same_mesh(*detail::mesh_of(a_), *detail::mesh_of(b_), "matmul");
     auto const as = detail::shape_of(a_);
     auto const bs = detail::shape_of(b_);
@@ -111,63 +112,18 @@ class contraction : public expression_tag {
   /// The right operand.
   B const& rhs() const { return b_; }
 
-  /// Evaluates the product, summed over `unreduced` into the replicated default layout.
-  auto evaluate() const { return result(); }
-  /// The summed product (computed once; copies of the node share it).
-  array_type const& result() const {
-    prepare();
-    return *cache_->reduced;
-  }
-  void prepare() const {
-    if constexpr (unreduced.is_none()) {
-      partial();
-      detail::call_once(cache_->reduced_once, [&] { cache_->reduced.emplace(*cache_->partial); });
-    } else {
-      // Inside the once: a product already summed looks nothing up again.
-      detail::call_once(cache_->reduced_once, [&] {
-        detail::summing_partials(mesh(), [&] {
-          partial();
-          cache_->reduced.emplace(detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()),
-                                                       detail::reduce_op::sum));
-        });
-      });
-    }
-  }
-  /// Every device's local product, not yet summed over `unreduced`.
-  array_type const& partial() const {
+ private:
+  friend detail::partial_sum_node<contraction>;
+  sharding_type result_sharding() const { return sharding_type(mesh()); }
+  void prepare_operands() const {
     detail::prepare(a_);
     detail::prepare(b_);
-    detail::call_once(cache_->partial_once, [&] { cache_->partial.emplace(compute()); });
-    return *cache_->partial;
   }
-  template <std::size_t Q>
-  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*cache_->reduced, pos, rb, rs);
-  }
-  /// The operands' collectives, then the all-reduce of the partial sums (none when the
-  /// contracting dimension is whole on every device).
-  void plan(std::vector<collective_event>& out) const {
-    if (cache_->reduced) return;  // already summed: nothing left to run
-    partial_plan(out);
-    if constexpr (!unreduced.is_none()) {
-      sharding_type const s(mesh());
-      auto const e = detail::reshard_events<value_type, rank>(shape_, s, unreduced, s);
-      out.insert(out.end(), e.begin(), e.end());
-    }
-  }
-  /// The operands' collectives only (the moves that put them in place).
-  void partial_plan(std::vector<collective_event>& out) const {
-    if (cache_->partial) return;
+  void plan_operands(std::vector<collective_event>& out) const {
     detail::plan_of(a_, out);
     detail::plan_of(b_, out);
   }
-  template <std::size_t Q>
-  auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*cache_->partial, pos, rb, rs);
-  }
-
- private:
-  array_type compute() const {
+  array_type compute_partial() const {
     auto const xa = detail::materialised(a_);
     auto const xb = detail::materialised(b_);
     auto const as = xa.shape();
@@ -234,13 +190,8 @@ class contraction : public expression_tag {
         });
   }
 
-  struct cache {
-    std::once_flag partial_once, reduced_once;
-    std::optional<array_type> partial, reduced;
-  };
   A a_;
   B b_;
-  std::shared_ptr<cache> cache_;
   shape_t<rank> shape_{};
 };
 

@@ -30,6 +30,7 @@
 #include "tessera/expr/contraction.hpp"
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/matmul.hpp"
+#include "tessera/expr/partial_sum_node.hpp"
 #include "tessera/runtime/gemm.hpp"
 
 namespace tessera {
@@ -362,7 +363,7 @@ std::array<std::size_t, 128> einsum_sizes(einsum_labels const& L, shape_t<RA> co
 /// (einsum reshards them first), one element type, every index of each operand either in the
 /// other or in the output (einsum sums the others first). The result is in the output's order.
 template <class A, class B, detail::einsum_labels L>
-class einsum_product : public expression_tag {
+class einsum_product : public detail::partial_sum_node<einsum_product<A, B, L>> {
   using ta = detail::operand_traits<A>;
   using tb = detail::operand_traits<B>;
   static constexpr std::size_t RA = ta::rank, RB = tb::rank;
@@ -384,7 +385,7 @@ class einsum_product : public expression_tag {
   using array_type = array<value_type, rank, sharding_type>;
 
   /// Checks meshes and index sizes now, as jnp.einsum does when it traces.
-  einsum_product(A a, B b) : a_(std::move(a)), b_(std::move(b)), cache_(std::make_shared<cache>()) {
+  einsum_product(A a, B b) : a_(std::move(a)), b_(std::move(b)) {
     detail::check_same_mesh(*detail::mesh_of(a_), *detail::mesh_of(b_), "einsum");
     size_ = detail::einsum_sizes<RA, RB>(L, detail::shape_of(a_), detail::shape_of(b_));
     for (std::size_t d = 0; d < rank; ++d) shape_[d] = size_[static_cast<unsigned char>(L.out.labels[d])];
@@ -395,60 +396,18 @@ class einsum_product : public expression_tag {
   shape_t<rank> const& shape() const { return shape_; }
   mesh_type const& mesh() const { return *detail::mesh_of(a_); }
 
-  auto evaluate() const { return result(); }
-  /// The summed product (computed once; copies of the node share it).
-  array_type const& result() const {
-    prepare();
-    return *cache_->reduced;
-  }
-  void prepare() const {
-    if constexpr (unreduced.is_none()) {
-      partial();
-      detail::call_once(cache_->reduced_once, [&] { cache_->reduced.emplace(*cache_->partial); });
-    } else {
-      detail::call_once(cache_->reduced_once, [&] {
-        detail::summing_partials(mesh(), [&] {
-          partial();
-          cache_->reduced.emplace(detail::sum_partials(*cache_->partial, unreduced, sharding_type(mesh()),
-                                                       detail::reduce_op::sum));
-        });
-      });
-    }
-  }
-  /// Every device's local product, not yet summed over `unreduced`.
-  array_type const& partial() const {
+ private:
+  friend detail::partial_sum_node<einsum_product>;
+  sharding_type result_sharding() const { return sharding_type(mesh()); }
+  void prepare_operands() const {
     detail::prepare(a_);
     detail::prepare(b_);
-    detail::call_once(cache_->partial_once, [&] { cache_->partial.emplace(compute()); });
-    return *cache_->partial;
   }
-  template <std::size_t Q>
-  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*cache_->reduced, pos, rb, rs);
-  }
-  /// The operands' collectives, then the all-reduce of the partial sums (none when no
-  /// contracting dimension is sharded).
-  void plan(std::vector<collective_event>& out) const {
-    if (cache_->reduced) return;
-    partial_plan(out);
-    if constexpr (!unreduced.is_none()) {
-      sharding_type const s(mesh());
-      auto const e = detail::reshard_events<value_type, rank>(shape_, s, unreduced, s);
-      out.insert(out.end(), e.begin(), e.end());
-    }
-  }
-  void partial_plan(std::vector<collective_event>& out) const {
-    if (cache_->partial) return;
+  void plan_operands(std::vector<collective_event>& out) const {
     detail::plan_of(a_, out);
     detail::plan_of(b_, out);
   }
-  template <std::size_t Q>
-  auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*cache_->partial, pos, rb, rs);
-  }
-
- private:
-  array_type compute() const {
+  array_type compute_partial() const {
     auto const xa = detail::materialised(a_);
     auto const xb = detail::materialised(b_);
     auto const as = xa.shape();
@@ -488,13 +447,8 @@ class einsum_product : public expression_tag {
         });
   }
 
-  struct cache {
-    std::once_flag partial_once, reduced_once;
-    std::optional<array_type> partial, reduced;
-  };
   A a_;
   B b_;
-  std::shared_ptr<cache> cache_;
   std::array<std::size_t, 128> size_{};
   shape_t<rank> shape_{};
 };

@@ -47,6 +47,7 @@
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
+#include "tessera/expr/partial_sum_node.hpp"
 #include "tessera/expr/shape_ops.hpp"  // normalize_axis, axis_in_range
 #include "tessera/runtime/call_once.hpp"
 
@@ -415,7 +416,7 @@ auto one_hot(X&& x, std::size_t classes, P<D...>) {
 /// all-reduce into A's layout, a reduce-scatter under a sharded reshard). A linear operation on
 /// it stays partial, as on matmul's partial products.
 template <class A, dim_spec U>
-class computed_partial : public expression_tag {
+class computed_partial : public detail::partial_sum_node<computed_partial<A, U>> {
  public:
   using array_type = A;
   using value_type = typename A::value_type;
@@ -432,47 +433,16 @@ class computed_partial : public expression_tag {
 
   shape_t<rank> shape() const { return st_->shape; }
   mesh_type const& mesh() const { return st_->sharding.mesh(); }
-  auto evaluate() const { return result(); }
-  /// The summed value (computed once; copies share it).
-  A const& result() const {
-    prepare();
-    return *st_->reduced;
-  }
-  void prepare() const {
-    detail::call_once(st_->reduced_once, [&] {
-      detail::summing_partials(mesh(), [&] {
-        partial();
-        st_->reduced.emplace(detail::sum_partials(*st_->partial, unreduced, st_->sharding, detail::reduce_op::sum));
-      });
-    });
-  }
-  /// Every device's partial block.
-  A const& partial() const {
-    detail::call_once(st_->partial_once, [&] { st_->partial.emplace(st_->make()); });
-    return *st_->partial;
-  }
-  template <std::size_t Q>
-  auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*st_->reduced, pos, rb, rs);
-  }
-  template <std::size_t Q>
-  auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
-    return detail::cursor_of<Q>(*st_->partial, pos, rb, rs);
-  }
-  /// The operands' collectives, then the all-reduce of the partial sums.
-  void plan(std::vector<collective_event>& out) const {
-    if (st_->reduced) return;
-    partial_plan(out);
-    auto const e = detail::reshard_events<value_type, rank>(st_->shape, st_->sharding, unreduced, st_->sharding);
-    out.insert(out.end(), e.begin(), e.end());
-  }
-  /// The operands' collectives only.
-  void partial_plan(std::vector<collective_event>& out) const {
-    if (st_->partial || !st_->plan) return;
-    st_->plan(out);
-  }
 
  private:
+  friend detail::partial_sum_node<computed_partial>;
+  sharding_type const& result_sharding() const { return st_->sharding; }
+  void prepare_operands() const {}
+  void plan_operands(std::vector<collective_event>& out) const {
+    if (st_->plan) st_->plan(out);
+  }
+  A compute_partial() const { return st_->make(); }
+
   struct state {
     state(sharding_type s, shape_t<rank> sh, std::function<A()> m, std::function<void(std::vector<collective_event>&)> p)
         : sharding(std::move(s)), shape(sh), make(std::move(m)), plan(std::move(p)) {}
@@ -480,8 +450,6 @@ class computed_partial : public expression_tag {
     shape_t<rank> shape;
     std::function<A()> make;
     std::function<void(std::vector<collective_event>&)> plan;
-    std::once_flag partial_once, reduced_once;
-    std::optional<A> partial, reduced;
   };
   std::shared_ptr<state> st_;
 };
