@@ -1,6 +1,8 @@
 #pragma once
 // The sharded array: a global shape, a sharding, and one block per device in
-// the memory of that device.
+// the memory of that device. An array made by a queued dispatch (asynchronous
+// dispatch, runtime/dispatch_queue.hpp) is a future: its shape and sharding are
+// known at once, and every read of its blocks waits until the devices wrote them.
 
 #include <algorithm>
 #include <concepts>
@@ -12,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "tessera/detail/linkage.hpp"
@@ -79,7 +82,9 @@ struct array_storage {
 }  // namespace detail
 
 /// jax.Array: an immutable N-d array of T laid out over devices by a sharding S.
-/// Copies share the blocks (as Python references to one jax.Array do).
+/// Copies share the blocks (as Python references to one jax.Array do). Made by a queued
+/// dispatch, it is a future (JAX's async dispatch): block_until_ready() waits for it, and
+/// reading its blocks (to_host, addressable_shards, a computation on it) waits as needed.
 template <element_type T, std::size_t N, sharding S>
 class array {
   static_assert(diagnostic::spec_must_not_be_longer_than_rank<S::spec_size, N, (S::spec_size <= N)>::value);
@@ -92,6 +97,9 @@ class array {
 
   /// For the library's factories; users call device_put or make_array_from_callback.
   explicit array(std::shared_ptr<detail::array_storage<T, N, S>> st) : st_(std::move(st)) {}
+  /// For the library's queued dispatches: blocks the devices write until `ready` finishes.
+  array(std::shared_ptr<detail::array_storage<T, N, S>> st, std::shared_ptr<detail::dispatch_completion> ready)
+      : st_(std::move(st)), ready_(std::move(ready)) {}
   /// Evaluates a sharded expression of this type (`tessera::array r = a + b;`, expr/evaluate.hpp).
   template <class E>
     requires requires(E const& e) {
@@ -146,8 +154,18 @@ class array {
       if (!st_->pool->is_local(d)) return false;
     return true;
   }
+  /// x.block_until_ready(): waits until the devices have computed the array; throws the
+  /// device_error of the operation that made it (naming it) if a device failed.
+  array const& block_until_ready() const {
+    if (ready_) ready_->check();
+    return *this;
+  }
+  /// x.is_ready(): whether the devices have computed the array (false while its dispatch is queued).
+  bool is_ready() const { return !ready_ || ready_->finished(); }
+
   /// x.addressable_shards: one shard per device of this process, in the sharding's device order.
   std::vector<shard<T, N>> addressable_shards() const {
+    block_until_ready();
     if (st_->buffers.empty()) detail::throw_planned_value();
     std::vector<shard<T, N>> out;
     auto const& ids = st_->sharding.device_ids();
@@ -168,6 +186,7 @@ class array {
   T const* block_data(std::size_t pos) const {
     int const d = st_->sharding.device_ids()[pos];
     if (!st_->pool->is_local(d)) detail::throw_not_addressable(d, st_->pool->first_id(), st_->pool->size());
+    block_until_ready();  // on a device thread too: what it waits for was queued before its own task
     if (st_->buffers.empty()) detail::throw_planned_value();
     return st_->buffers[pos].data();
   }
@@ -176,6 +195,7 @@ class array {
 
  private:
   std::shared_ptr<detail::array_storage<T, N, S>> st_;
+  std::shared_ptr<detail::dispatch_completion> ready_;  // the queued dispatch that writes the blocks, if any
 };
 
 template <class T>
@@ -185,6 +205,18 @@ struct is_array<array<T, N, S>> : std::true_type {};
 /// A tessera::array<...>.
 template <class T>
 concept array_type = is_array<std::remove_cvref_t<T>>::value;
+
+/// jax.block_until_ready(x): waits for x, an array or a std::tuple of them (nested), and
+/// returns it; throws the first failed operation's device_error. Other values pass through.
+template <class X>
+X const& block_until_ready(X const& x) {
+  if constexpr (array_type<X>) {
+    x.block_until_ready();
+  } else if constexpr (requires { std::tuple_size<X>::value; std::get<0>(x); }) {
+    std::apply([](auto const&... e) { (tessera::block_until_ready(e), ...); }, x);
+  }
+  return x;
+}
 
 // The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
 #if TESSERA_DEFINITIONS

@@ -3,7 +3,10 @@
 // device's own thread, into memory from the device's cache. The whole
 // element-wise tree is fused into that pass (no temporaries); reductions,
 // transposes of expressions and resharded operands were materialised first
-// (prepare), because they need their own pass or a collective.
+// (prepare), because they need their own pass or a collective. With
+// asynchronous dispatch (runtime/dispatch_queue.hpp) the pass is queued on the
+// devices and evaluation returns a future at once; the queued task owns a copy
+// of the expression, so the operands it reads live until it has run.
 
 #include <array>
 #include <cstddef>
@@ -18,6 +21,7 @@
 #include "tessera/array/array.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
+#include "tessera/array/queued_build.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/runtime/call_once.hpp"
@@ -96,8 +100,12 @@ constexpr bool reads_prelude_values() {
 
 /// One fused pass per device over its block of E's result, reading the cursor `Partial` picks
 /// (the node's partial values, or its summed ones), after the prelude's steps if there is one.
-template <bool Partial, class E>
-auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) {
+/// (The result type is named: deducing it would copy E, below, while array's constructor from
+/// an expression is being checked, which asks for this very type.)
+/// Queue: whether the pass may be queued (asynchronous dispatch); not for autodiff's deferred
+/// values, whose blocks the first reader may write (they stay synchronous).
+template <bool Partial, class E, bool Queue = !Partial && !reads_prelude_values<E>()>
+auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<E> {
   using A = array_of_t<E>;
   using T = typename A::value_type;
   using S = typename A::sharding_type;
@@ -106,6 +114,19 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) {
   S const s(e.mesh());
   shape_t<N> const shape = e.shape();
   shape_t<Q> const rs = eval_shape<Q>(shape);
+  if constexpr (Queue) {
+    if (prelude == nullptr) {
+      // Queued when this thread may queue (asynchronous dispatch on, a pool of several devices
+      // in one process, a host thread), else run at once. The task owns a copy of the
+      // expression: its operands live until the pass has run.
+      return build_array_queued<T, N, S>(s, shape, "evaluate",
+                                         [e, rs](std::size_t pos, std::array<slice, N> const& block, T* out) {
+                                           auto const rb = eval_block<Q>(block);
+                                           auto cur = cursor_of<Q>(e, pos, rb, rs);
+                                           fill_block<T, Q>(cur, out, block_shape(rb));
+                                         });
+    }
+  }
   auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
     if (prelude != nullptr) {
       for (auto const& step : prelude->steps) step(pos);

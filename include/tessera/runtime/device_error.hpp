@@ -18,6 +18,12 @@ class device_error : public std::runtime_error {
 
   explicit device_error(std::vector<failure> failures)
       : std::runtime_error(describe(failures)), failures_(std::move(failures)) {}
+  /// The same for a dispatch that was queued (asynchronous dispatch): the message names the
+  /// operation `what`, since the error surfaces at a later wait, not at the call that made it.
+  device_error(std::vector<failure> failures, char const* what)
+      : std::runtime_error(std::string("tessera: ") + what + " (dispatched asynchronously) failed: " +
+                           describe(failures).substr(9)),
+        failures_(std::move(failures)) {}
 
   /// Id of the first (lowest-numbered) device that threw.
   int device() const { return failures_.front().first; }

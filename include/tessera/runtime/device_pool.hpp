@@ -1,12 +1,16 @@
 #pragma once
 // One persistent std::thread per logical device, and dispatch of a callable to
-// all of them or a subset. Work is published through per-device "go" counters,
-// so a dispatch touches only the devices it uses.
+// all of them or a subset. Each device runs a FIFO of tasks; a dispatch appends
+// one task to the queue of each device it uses and bumps that device's "go"
+// counter, so it touches only those devices. run() waits for its tasks;
+// enqueue() returns at once with a dispatch_completion (asynchronous dispatch,
+// runtime/dispatch_queue.hpp).
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -23,6 +27,7 @@
 #include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/device_error.hpp"
 #include "tessera/runtime/device_memory.hpp"
+#include "tessera/runtime/dispatch_queue.hpp"
 #include "tessera/runtime/exchange_rows.hpp"
 #include "tessera/runtime/trace.hpp"
 #include "tessera/runtime/wait_policy.hpp"
@@ -109,6 +114,7 @@ class device_pool {
       throw std::invalid_argument("tessera: devices " + std::to_string(first) + " to " + std::to_string(first + n_ - 1) +
                                   " do not fit in " + std::to_string(global) + " global devices");
     first_ = first;
+    queues_->first.store(first, std::memory_order_relaxed);  // before any dispatch: published by the queues' mutex
     global_ = global;
     process_first_ = std::move(process_first);
   }
@@ -220,6 +226,33 @@ class device_pool {
   /// run's body: `fn(ctx, device)` on each listed device's own thread, and wait.
   void run_task(std::span<int const> devices, void (*fn)(void*, int), void* ctx);
 
+  /// Queues `(*task)(device)` on each listed device (global ids; other processes' devices are
+  /// skipped) behind the work queued before, and returns without waiting (JAX's async
+  /// dispatch): the completion says when every device has run it, and holds what they threw,
+  /// named `what` (a string literal). The task is shared by the devices and kept alive until the
+  /// last of them has run it, so it must own what it reads. The dispatch runs before returning
+  /// (and its failures are thrown at once) when asynchronous dispatch is off (set_async_dispatch),
+  /// and runs before returning with its failures kept in the completion when it cannot be queued:
+  /// a pool of one device (its task runs on the calling thread), a pool spanning processes (the
+  /// MPI calls of two dispatches must not overlap), or a caller that is itself a device thread.
+  template <class F>
+  std::shared_ptr<dispatch_completion> enqueue(std::span<int const> devices, char const* what, std::shared_ptr<F> task) {
+    void* ctx = task.get();
+    return enqueue_task(devices, what, &call_erased<F, int>, ctx, std::shared_ptr<void>(std::move(task)));
+  }
+  /// enqueue's body: `fn(ctx, device)`, `keep` owning what ctx points to.
+  std::shared_ptr<dispatch_completion> enqueue_task(std::span<int const> devices, char const* what,
+                                                    void (*fn)(void*, int), void* ctx, std::shared_ptr<void> keep);
+  /// Whether enqueue would queue (and not run before returning) a dispatch made on this thread now.
+  bool queues_here() const {
+    return n_ > 1 && !spans_processes() && this_device_thread.pool == nullptr && this_inline_dispatch == nullptr &&
+           async_dispatch();
+  }
+  /// Waits until every dispatch queued so far on this pool has run (failures stay with their arrays).
+  void synchronize();
+  /// Most dispatches queued and not yet run before enqueue waits for the oldest (bounds memory).
+  static constexpr std::size_t max_queued = 256;
+
   /// Runs f(device) on every device of this process.
   template <class F>
   void run_all(F&& f) {
@@ -234,16 +267,41 @@ class device_pool {
   }
 
  private:
+  /// One device's part of a dispatch.
+  struct queued_task {
+    void (*fn)(void*, int) = nullptr;
+    void* ctx = nullptr;
+    std::shared_ptr<void> keep;  // owns *ctx (queued dispatches); none for run()'s, whose caller waits
+    std::shared_ptr<dispatch_completion> done;
+  };
   struct alignas(64) slot {
-    wait_word go;
-    bool active = false;          // written and read by the dispatching thread only
-    std::exception_ptr error;
+    wait_word go;  // bumped after each push, and to stop
+    std::mutex mutex;
+    std::deque<queued_task> queue;  // guarded by mutex
+    bool active = false;  // written and read by the dispatching thread only (under dispatch_mutex_)
+  };
+  /// What the device threads use: shared with them, so that a device thread that drops the last
+  /// owner of its pool (a task's arrays) can still finish its loop after the pool is gone.
+  struct queues {
+    std::unique_ptr<slot[]> slots;
+    std::atomic<bool> stopping{false};
+    std::atomic<int> first{0};  // the global id of device 0 (set_process_span may move it)
   };
 
   /// The slot of device d (a device id is an int, as in JAX; the array index is unsigned).
-  slot& slot_of(int d) { return slots_[static_cast<std::size_t>(d)]; }
+  slot& slot_of(int d) { return queues_->slots[static_cast<std::size_t>(d)]; }
 
-  void wake(int d) { slot_of(d).go.bump(); }
+  /// Appends a task to local device d's queue and wakes it.
+  void push(int d, queued_task t) {
+    slot& s = slot_of(d);
+    {
+      std::lock_guard lock(s.mutex);
+      s.queue.push_back(std::move(t));
+    }
+    s.go.bump();
+  }
+  /// Marks the listed local devices, refusing a device listed twice (it would run the task twice).
+  void mark_devices(std::span<int const> devices);
 
   /// Runs the one device's task on this thread, as that device: per-device state (the device
   /// identity, the trace track) is the device's while it runs and the caller's again after.
@@ -275,7 +333,7 @@ class device_pool {
   /// Wakes every started thread to stop, and joins them.
   void stop_and_join() noexcept;
 
-  void worker(int d);
+  static void worker(std::shared_ptr<queues> qs, device_pool const* self, int d, std::uint64_t id, std::uint32_t spin);
 
   std::uint64_t id_;
   int n_ = 0;
@@ -284,16 +342,12 @@ class device_pool {
   std::vector<int> process_first_{0};  // each process's first global id
   std::uint32_t worker_spin_ = 0;
   std::uint32_t caller_spin_ = 0;
-  std::unique_ptr<slot[]> slots_;
+  std::shared_ptr<queues> queues_;
   std::unique_ptr<device_memory[]> memory_;
   std::vector<std::thread> threads_;
   std::mutex dispatch_mutex_;
-  void (*task_fn_)(void*, int) = nullptr;
-  void* task_ctx_ = nullptr;
+  std::deque<std::shared_ptr<dispatch_completion>> in_flight_;  // queued dispatches, oldest first (under dispatch_mutex_)
   std::unique_ptr<exchange_rows> kept_rows_;  // guarded by exchange_scratch_mutex
-  alignas(64) std::atomic<int> remaining_{0};
-  alignas(64) wait_word done_;
-  std::atomic<bool> stopping_{false};
 };
 
 // The non-template functions, compiled where TESSERA_DEFINITIONS says (detail/linkage.hpp).
@@ -323,13 +377,14 @@ TESSERA_LINKAGE device_pool::device_pool(int num_devices, thread_start_hook befo
   // Devices plus the dispatching thread compete for cores.
   worker_spin_ = spin_budget(static_cast<unsigned>(n_));
   caller_spin_ = spin_budget(static_cast<unsigned>(n_));
-  slots_ = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
+  queues_ = std::make_shared<queues>();
+  queues_->slots = std::make_unique<slot[]>(static_cast<std::size_t>(n_));
   memory_ = std::make_unique<device_memory[]>(static_cast<std::size_t>(n_));
   threads_.reserve(static_cast<std::size_t>(n_));
   try {
     for (int d = 0; d < n_; ++d) {
       if (before_start) before_start(d);
-      threads_.emplace_back([this, d] { worker(d); });
+      threads_.emplace_back([qs = queues_, this, d, id = id_, spin = worker_spin_] { worker(qs, this, d, id, spin); });
     }
   } catch (...) {
     // A thread the system refused (a process or memory limit): the ones already started
@@ -380,33 +435,84 @@ TESSERA_LINKAGE void device_pool::run_task(std::span<int const> devices, void (*
     run_here(fn, ctx);
     return;
   }
-  task_fn_ = fn;
-  task_ctx_ = ctx;
-  remaining_.store(local_count, std::memory_order_relaxed);
-  std::uint32_t const done_before = done_.load();
+  mark_devices(devices);
+  auto done = std::make_shared<dispatch_completion>("dispatch", first_, n_, local_count);
+  for (int d : devices)
+    if (is_local(d)) push(d - first_, queued_task{fn, ctx, nullptr, done});
+  done->wait(caller_spin_);
+  for (int d : devices)
+    if (is_local(d)) slot_of(d - first_).active = false;
+  if (done->failed()) throw device_error(done->failures());
+}
+
+TESSERA_LINKAGE void device_pool::mark_devices(std::span<int const> devices) {
   for (int d : devices) {
     if (!is_local(d)) continue;
-    // A device listed twice would be woken once and counted twice: the wait would never end.
-    // The `active` flags find it without an allocation on the dispatch path.
+    // A device listed twice would run the task twice and count it twice: the wait would never
+    // end. The `active` flags find it without an allocation on the dispatch path.
     if (slot_of(d - first_).active) {
       for (int e : devices)
         if (is_local(e)) slot_of(e - first_).active = false;
       throw std::invalid_argument("tessera: device id " + std::to_string(d) +
                                   " is listed twice in one dispatch; each device runs the task once");
     }
-    slot_of(d - first_).error = nullptr;
     slot_of(d - first_).active = true;
   }
-  for (int d : devices)
-    if (is_local(d)) wake(d - first_);
-  done_.wait_for_change(done_before, caller_spin_);
-  std::vector<device_error::failure> failures;
-  for (int d = 0; d < n_; ++d) {
-    if (!slot_of(d).active) continue;
-    slot_of(d).active = false;
-    if (slot_of(d).error) failures.emplace_back(d + first_, std::exchange(slot_of(d).error, nullptr));
+}
+
+TESSERA_LINKAGE std::shared_ptr<dispatch_completion> device_pool::enqueue_task(std::span<int const> devices,
+                                                                              char const* what, void (*fn)(void*, int),
+                                                                              void* ctx, std::shared_ptr<void> keep) {
+  if (!queues_here()) {
+    // Run now. With asynchronous dispatch off, a failure is thrown here, by the call that made
+    // it (the debugging mode); otherwise it waits in the completion as a queued one would.
+    bool const throw_now = !async_dispatch();
+    auto done = std::make_shared<dispatch_completion>(what, first_, n_, 0);
+    try {
+      run_task(devices, fn, ctx);
+    } catch (device_error const& e) {
+      if (throw_now) throw;
+      done->set_failures(e.failures());
+    }
+    return done;
   }
-  if (!failures.empty()) throw device_error(std::move(failures));
+  int local_count = 0;
+  for (int d : devices) {
+    if (d < 0 || d >= global_)
+      throw std::out_of_range("tessera: device id " + std::to_string(d) + " is out of range: the runtime has " +
+                              std::to_string(global_) + " devices");
+    local_count += is_local(d) ? 1 : 0;
+  }
+  auto done = std::make_shared<dispatch_completion>(what, first_, n_, local_count);
+  if (local_count == 0) return done;
+  trace_span span("dispatch", "enqueue");
+  std::lock_guard lock(dispatch_mutex_);  // one order of the dispatches on every device
+  // Bound the work in flight: past max_queued dispatches, wait for the oldest (the host is then
+  // that far ahead of the devices, and the arrays the queued work holds stay alive meanwhile).
+  while (!in_flight_.empty() && in_flight_.front()->finished()) in_flight_.pop_front();
+  if (in_flight_.size() >= max_queued) {
+    in_flight_.front()->wait(caller_spin_);
+    in_flight_.pop_front();
+  }
+  mark_devices(devices);
+  for (int d : devices)
+    if (is_local(d)) {
+      slot_of(d - first_).active = false;
+      push(d - first_, queued_task{fn, ctx, keep, done});
+    }
+  in_flight_.push_back(done);
+  return done;
+}
+
+TESSERA_LINKAGE void device_pool::synchronize() {
+  std::vector<std::shared_ptr<dispatch_completion>> all;
+  {
+    std::lock_guard lock(dispatch_mutex_);
+    while (!in_flight_.empty() && in_flight_.front()->finished()) in_flight_.pop_front();
+    all.assign(in_flight_.begin(), in_flight_.end());
+  }
+  // Every device runs its queue in order, but a dispatch may skip devices: wait for each.
+  for (auto const& c : all) c->wait(caller_spin_);
 }
 
 TESSERA_LINKAGE void device_pool::run_here(void (*fn)(void*, int), void* ctx) {
@@ -475,8 +581,8 @@ TESSERA_LINKAGE std::string device_pool::nested_dispatch::cycle_message(device_p
 }
 
 TESSERA_LINKAGE void device_pool::stop_and_join() noexcept {
-  stopping_.store(true, std::memory_order_release);
-  for (std::size_t d = 0; d < threads_.size(); ++d) slots_[d].go.bump();
+  queues_->stopping.store(true, std::memory_order_release);
+  for (std::size_t d = 0; d < threads_.size(); ++d) queues_->slots[d].go.bump();
   for (std::size_t d = 0; d < threads_.size(); ++d) {
     // The last owner may let go on a device thread (a task dropping the last array of
     // a runtime that is gone); that thread cannot join itself, and returns on its own.
@@ -487,22 +593,34 @@ TESSERA_LINKAGE void device_pool::stop_and_join() noexcept {
   }
 }
 
-TESSERA_LINKAGE void device_pool::worker(int d) {
-  this_device_thread = {this, d};
-  this_trace_track = {static_cast<int>(id_), d, 0};
-  std::uint32_t seen = 0;
+TESSERA_LINKAGE void device_pool::worker(std::shared_ptr<queues> qs, device_pool const* self, int d, std::uint64_t id,
+                                         std::uint32_t spin) {
+  this_device_thread = {self, d};
+  this_trace_track = {static_cast<int>(id), d, 0};
+  slot& s = qs->slots[static_cast<std::size_t>(d)];
   for (;;) {
-    seen = slot_of(d).go.wait_for_change(seen, worker_spin_);
-    if (stopping_.load(std::memory_order_acquire)) return;
+    std::uint32_t const seen = s.go.load();
+    queued_task t;
+    {
+      std::lock_guard lock(s.mutex);
+      if (!s.queue.empty()) {
+        t = std::move(s.queue.front());
+        s.queue.pop_front();
+      }
+    }
+    if (t.fn == nullptr) {
+      if (qs->stopping.load(std::memory_order_acquire)) return;
+      s.go.wait_for_change(seen, spin);
+      continue;
+    }
     try {
       trace_span span("dispatch", "task");
-      task_fn_(task_ctx_, first_ + d);  // the global id
+      t.fn(t.ctx, qs->first.load(std::memory_order_relaxed) + d);  // the global id
     } catch (...) {
-      slot_of(d).error = std::current_exception();
+      t.done->fail(d, std::current_exception());
     }
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      done_.bump();
-    }
+    t.done->finish_one();
+    t = {};  // may let go of the last owner of the task's arrays, and of the pool: nothing of it is used after
   }
 }
 #endif  // TESSERA_DEFINITIONS

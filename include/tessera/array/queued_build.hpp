@@ -1,0 +1,64 @@
+#pragma once
+// build_array for asynchronous dispatch: the fill is queued on the devices and the array is
+// returned at once, a future (array::block_until_ready). The fill must own what it reads
+// (operands by value: arrays share their blocks), since it runs after the caller has returned.
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tessera/array/array.hpp"
+#include "tessera/array/placement.hpp"
+#include "tessera/runtime/trace.hpp"
+
+namespace tessera::detail {
+
+/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
+/// device's thread, as build_array does, but queued (asynchronous dispatch) when the calling
+/// thread may queue on the sharding's pool (device_pool::queues_here); otherwise it runs and
+/// waits like build_array. `fill` is moved into the queued task and must own what it reads.
+/// Empty blocks are filled only when FillEmpty (out is then null).
+template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
+array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char const* where, Fill fill) {
+  auto pool = pool_for(s, where);
+  if (!pool->queues_here()) return build_array<T, N, S, FillEmpty>(s, shape, where, fill);
+  (void)checked_element_count<T>(shape, where);
+  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool, {}});
+  std::size_t const n = s.num_devices();
+  st->buffers.resize(n);
+  struct task {
+    Fill fill;
+    std::shared_ptr<array_storage<T, N, S>> st;
+    std::vector<std::array<slice, N>> blocks;
+    std::vector<int> pos_of;
+    trace_label label;
+    char const* where;
+    void operator()(int d) {
+      std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
+      auto const& block = blocks[p];
+      device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
+      trace_span span(label.category ? label.category : "evaluate", label.category ? label.name.c_str() : where,
+                      buf.size() * sizeof(T));
+      if (span.active() && !label.detail.empty()) span.detail(label.detail);
+      if (FillEmpty || buf.size() != 0) fill(p, block, buf.data());
+      st->buffers[p] = std::move(buf);
+    }
+  };
+  auto t = std::make_shared<task>(task{std::move(fill), st, {},
+                                       std::vector<int>(static_cast<std::size_t>(pool->global_size()), -1),
+                                       tracing() ? this_trace_label : trace_label{}, where});
+  t->blocks.reserve(n);
+  auto const& ids = s.device_ids();
+  for (std::size_t p = 0; p < n; ++p) {
+    t->blocks.push_back(s.block(p, shape));
+    t->pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  }
+  auto done = pool->enqueue(std::span<int const>(ids), where, std::move(t));
+  return array<T, N, S>(std::move(st), std::move(done));
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,293 @@
+// Asynchronous dispatch (JAX's async dispatch, docs/async.md): evaluation and jit return
+// futures at once, chains queue without waiting, readers wait, device errors surface at the
+// next wait naming the operation, inputs dropped by the host stay alive for the queued work,
+// and the synchronous mode (set_async_dispatch(false), TESSERA_ASYNC_DISPATCH=0) runs and
+// throws at the call. The devices are held by a "gate" task queued first, so that what was
+// queued behind it cannot have run yet; no test depends on timing.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <xtensor/xbuilder.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <tessera/tessera.hpp>
+
+#include "support.hpp"
+
+using tessera::none;
+using tessera::P;
+using tessera_test::same_array;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// Holds every device of `pool` until open() (queued first, so everything after it waits).
+struct gate {
+  struct task {
+    std::atomic<bool> open{false};
+    void operator()(int) const {
+      while (!open.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+  };
+  std::shared_ptr<task> t = std::make_shared<task>();
+  std::shared_ptr<tessera::detail::dispatch_completion> done;
+  explicit gate(tessera::detail::device_pool& pool) {
+    std::vector<int> ids;
+    for (int d = 0; d < pool.size(); ++d) ids.push_back(pool.first_id() + d);
+    done = pool.enqueue(std::span<int const>(ids), "gate", t);
+  }
+  void open() { t->open.store(true, std::memory_order_release); }
+  ~gate() { open(); }
+  gate(gate const&) = delete;
+  gate& operator=(gate const&) = delete;
+};
+
+/// Restores the dispatch mode a test changed.
+struct dispatch_mode {
+  bool before;
+  explicit dispatch_mode(bool on) : before(tessera::set_async_dispatch(on)) {}
+  ~dispatch_mode() { tessera::set_async_dispatch(before); }
+};
+
+xt::xtensor<float, 2> iota(std::size_t r, std::size_t c, float from) {
+  xt::xtensor<float, 2> h = xt::zeros<float>({r, c});
+  for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = from + static_cast<float>(i % 97) * 0.25f;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("evaluation returns a future at once; a chain queues without waiting; readers wait", "[async]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const s = tessera::named_sharding(mesh, P<"x", none>{});
+  auto const ha = iota(16, 8, 1.0f), hb = iota(16, 8, -3.0f);
+  auto const a = tessera::device_put(ha, s);
+  auto const b = tessera::device_put(hb, s);
+  a.block_until_ready();
+  b.block_until_ready();
+  REQUIRE(a.is_ready());
+
+  gate g(rt.pool());
+  tessera::array c = a + b;  // queued behind the gate: cannot have run
+  tessera::array d = c * 2.0f - a;
+  tessera::array e = tessera::sin(d) + c;
+  CHECK_FALSE(c.is_ready());
+  CHECK_FALSE(d.is_ready());
+  CHECK_FALSE(e.is_ready());
+  CHECK(e.shape() == tessera::shape_t<2>{16, 8});  // shape and sharding are known at once, as JAX's are
+  g.open();
+  xt::xtensor<float, 2> const want_c = ha + hb;
+  xt::xtensor<float, 2> const want_d = want_c * 2.0f - ha;
+  xt::xtensor<float, 2> const want_e = xt::sin(want_d) + want_c;
+  CHECK(xt::amax(xt::abs(tessera::to_host(e) - want_e))() < 1e-5f);  // to_host waits
+  CHECK(e.is_ready());
+  CHECK(same_array(tessera::to_host(d), want_d));
+  tessera::block_until_ready(std::make_tuple(c, std::make_tuple(d)));
+  for (auto const& sh : c.addressable_shards())
+    for (std::size_t i = 0; i < sh.data.shape()[0]; ++i)
+      CHECK(sh.data(i, 0) == want_c(sh.index[0].start + i, 0));
+}
+
+TEST_CASE("inputs the host drops stay alive for the work queued on them", "[async]") {
+  dispatch_mode mode(true);
+  auto const h = iota(32, 4, 0.5f);
+  std::optional<tessera::array<float, 2, tessera::named_sharding<tessera::mesh<"x">, P<"x", none>>>> out;
+  {
+    tessera::runtime rt{4};
+    auto const mesh = tessera::make_mesh<"x">({4});
+    auto const s = tessera::named_sharding(mesh, P<"x", none>{});
+    auto zero = tessera::device_put(xt::xtensor<float, 2>(xt::zeros<float>({32, 4})), s);
+    {
+      auto x = tessera::device_put(h, s);
+      auto y = tessera::device_put(h, s);
+      gate g(rt.pool());  // (device_put itself waits for its devices: it comes before the gate)
+      out.emplace(tessera::eval(x * y + 1.0f));
+      x = zero;  // overwritten
+      CHECK_FALSE(out->is_ready());
+    }  // and dropped: the gate opens
+  }  // the runtime object too: the array keeps its devices alive
+  CHECK(same_array(tessera::to_host(*out), xt::xtensor<float, 2>(h * h + 1.0f)));
+}
+
+TEST_CASE("a device's error surfaces at the next wait, naming the operation, and poisons what reads it", "[async][errors]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  using S = tessera::named_sharding<tessera::mesh<"x">, P<"x">>;
+  S const s(mesh);
+  // An array whose producing dispatch throws on device 2 (as a failing kernel would).
+  auto st = std::make_shared<tessera::detail::array_storage<float, 1, S>>(
+      tessera::detail::array_storage<float, 1, S>{s, {8}, tessera::detail::pool_for(s, "test"), {}});
+  st->buffers.resize(4);
+  struct producer {
+    std::shared_ptr<tessera::detail::array_storage<float, 1, S>> st;
+    void operator()(int d) {
+      if (d == 2) throw std::runtime_error("the kernel ran out of registers");
+      tessera::device_buffer<float> b(2, &st->pool->memory(d));
+      st->buffers[static_cast<std::size_t>(d)] = std::move(b);
+    }
+  };
+  std::vector<int> const ids{0, 1, 2, 3};
+  tessera::array<float, 1, S> bad(st, rt.pool().enqueue(std::span<int const>(ids), "my_kernel",
+                                                        std::make_shared<producer>(producer{st})));
+  tessera::array c = bad + 1.0f;  // queued: no error yet
+  REQUIRE_THROWS_AS(bad.block_until_ready(), tessera::device_error);
+  REQUIRE_THROWS_WITH(bad.block_until_ready(), Contains("my_kernel (dispatched asynchronously) failed") &&
+                                                   Contains("device 2 threw: the kernel ran out of registers"));
+  try {
+    tessera::to_host(c);
+    FAIL("reading an array computed from a failed one must throw");
+  } catch (tessera::device_error const& e) {
+    CHECK_THAT(e.what(), Contains("evaluate (dispatched asynchronously) failed") && Contains("my_kernel") &&
+                             Contains("ran out of registers"));
+    CHECK(e.failures().size() == 4);  // every device read the failed array
+  }
+  // The devices are free again: new work runs.
+  auto const ok = tessera::device_put(xt::xtensor<float, 1>{1, 2, 3, 4, 5, 6, 7, 8}, s);
+  CHECK(same_array(tessera::to_host(tessera::eval(ok * 2.0f)), xt::xtensor<float, 1>{2, 4, 6, 8, 10, 12, 14, 16}));
+
+  SECTION("synchronous mode: the call that dispatches throws") {
+    dispatch_mode sync(false);
+    CHECK_FALSE(tessera::async_dispatch());
+    REQUIRE_THROWS_AS(tessera::eval(bad * 3.0f), tessera::device_error);
+    auto const r = tessera::eval(ok + ok);
+    CHECK(r.is_ready());
+  }
+}
+
+TEST_CASE("synchronous mode, and one device: the result is ready when evaluation returns", "[async]") {
+  auto const h = iota(8, 8, 2.0f);
+  {
+    dispatch_mode sync(false);
+    tessera::runtime rt{4};
+    auto const s = tessera::named_sharding(tessera::make_mesh<"x">({4}), P<"x", none>{});
+    auto const x = tessera::device_put(h, s);
+    tessera::array y = x * x;
+    CHECK(y.is_ready());
+    CHECK(same_array(tessera::to_host(y), xt::xtensor<float, 2>(h * h)));
+  }
+  {
+    dispatch_mode on(true);
+    tessera::runtime rt{1};
+    auto const s = tessera::named_sharding(tessera::make_mesh<"x">({1}), P<"x", none>{});
+    tessera::array y = tessera::device_put(h, s) - 1.0f;
+    CHECK(y.is_ready());  // one device: its task runs on the calling thread
+    CHECK(same_array(tessera::to_host(y), xt::xtensor<float, 2>(h - 1.0f)));
+  }
+}
+
+TEST_CASE("TESSERA_ASYNC_DISPATCH is read as the default", "[async]") {
+  char const* old = std::getenv("TESSERA_ASYNC_DISPATCH");
+  std::string const saved = old ? old : "";
+  ::setenv("TESSERA_ASYNC_DISPATCH", "0", 1);
+  CHECK_FALSE(tessera::detail::async_dispatch_from_environment());
+  ::setenv("TESSERA_ASYNC_DISPATCH", "on", 1);
+  CHECK(tessera::detail::async_dispatch_from_environment());
+  ::setenv("TESSERA_ASYNC_DISPATCH", "maybe", 1);
+  CHECK_THROWS_WITH(tessera::detail::async_dispatch_from_environment(), Contains("'maybe' is not 0 or 1"));
+  if (old) ::setenv("TESSERA_ASYNC_DISPATCH", saved.c_str(), 1);
+  else ::unsetenv("TESSERA_ASYNC_DISPATCH");
+}
+
+TEST_CASE("jit steps give the synchronous loop's values; grad reads their futures", "[async][jit]") {
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const data = tessera::named_sharding(mesh, P<"x", none>{});
+  auto const rep = tessera::named_sharding(mesh, P<none, none>{});
+  auto const hx = iota(32, 8, -1.0f) * 0.1f;
+  auto const hy = iota(32, 1, 0.0f) * 0.01f;
+  auto const x = tessera::device_put(xt::xtensor<float, 2>(hx), data);
+  auto const y = tessera::device_put(xt::xtensor<float, 2>(hy), data);
+  auto const step = tessera::jit(
+      [](auto const& w, auto const& xs, auto const& ys) {
+        auto const r = tessera::matmul(xs, w) - ys;
+        return w - 0.002f * tessera::matmul(tessera::transpose(xs), r);
+      },
+      tessera::in_shardings(rep, data, data), tessera::out_shardings(rep));
+  auto run = [&](bool async) {
+    dispatch_mode mode(async);
+    auto w = tessera::device_put(xt::xtensor<float, 2>(xt::zeros<float>({8, 1})), rep);
+    for (int i = 0; i < 20; ++i) w = step(w, x, y);
+    // grad of a loss at the (possibly queued) weights
+    auto const gw = tessera::grad([&](auto const& v) { return tessera::sum(tessera::matmul(x, v)); })(w);
+    return std::make_pair(tessera::to_host(w), tessera::to_host(gw));
+  };
+  auto const [w_sync, g_sync] = run(false);
+  auto const [w_async, g_async] = run(true);
+  CHECK(same_array(w_async, w_sync));
+  CHECK(same_array(g_async, g_sync));
+  // The reference: the same loop on the host.
+  xt::xtensor<float, 2> w = xt::zeros<float>({8, 1});
+  for (int i = 0; i < 20; ++i) {
+    xt::xtensor<float, 2> r = xt::zeros<float>({32, 1});
+    for (std::size_t n = 0; n < 32; ++n) {
+      for (std::size_t k = 0; k < 8; ++k) r(n, 0) += hx(n, k) * w(k, 0);
+      r(n, 0) -= hy(n, 0);
+    }
+    xt::xtensor<float, 2> next = w;
+    for (std::size_t k = 0; k < 8; ++k) {
+      float acc = 0;
+      for (std::size_t n = 0; n < 32; ++n) acc += hx(n, k) * r(n, 0);
+      next(k, 0) = w(k, 0) - 0.002f * acc;
+    }
+    w = next;
+  }
+  for (std::size_t k = 0; k < 8; ++k) CHECK(std::fabs(w_async(k, 0) - w(k, 0)) < 1e-4f);
+}
+
+TEST_CASE("several host threads queue on one runtime at once", "[async][threads]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const s = tessera::named_sharding(tessera::make_mesh<"x">({4}), P<"x">{});
+  std::vector<std::thread> threads;
+  std::vector<int> ok(3, 0);
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      xt::xtensor<float, 1> h = xt::arange<float>(0.0f, 64.0f) + static_cast<float>(t);
+      auto x = tessera::device_put(h, s);
+      xt::xtensor<float, 1> want = h;
+      for (int i = 0; i < 30; ++i) {
+        x = tessera::eval(x * 0.5f + 1.0f);
+        want = want * 0.5f + 1.0f;
+      }
+      ok[static_cast<std::size_t>(t)] = same_array(tessera::to_host(x), want) ? 1 : 0;
+    });
+  for (auto& th : threads) th.join();
+  CHECK(ok == std::vector<int>{1, 1, 1});
+}
+
+TEST_CASE("shard_map and synchronous dispatches run after the queued work they read", "[async][shard_map]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const s = tessera::named_sharding(mesh, P<"x">{});
+  xt::xtensor<float, 1> const h = xt::arange<float>(0.0f, 16.0f);
+  auto const x = tessera::device_put(h, s);
+  gate g(rt.pool());
+  tessera::array y = x + 1.0f;  // queued
+  CHECK_FALSE(y.is_ready());
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    g.open();
+  });
+  auto const total = tessera::shard_map([](auto const& b) { return tessera::psum<"x">(xt::sum(b)()); }, mesh,
+                                        tessera::in_specs(P<"x">{}), tessera::out_specs(P<>{}))(y);
+  opener.join();
+  CHECK(tessera::to_host(total)() == Approx(xt::sum(h)() + 16.0f));
+  CHECK(y.is_ready());
+}
