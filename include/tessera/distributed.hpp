@@ -38,7 +38,7 @@
 #include "tessera/array/placement.hpp"
 #include "tessera/runtime/team.hpp"
 #include "tessera/array/to_host.hpp"
-#include "tessera/runtime/async_mpi.hpp"
+#include "tessera/runtime/mpi_async.hpp"
 #include "tessera/runtime/fnv1a.hpp"
 #include "tessera/runtime/mpi_collectives.hpp"
 #include "tessera/runtime/mpi_environment.hpp"
@@ -88,7 +88,7 @@ class runtime {
     local_.pool().gather_bytes = nullptr;
     local_.pool().collective_between_processes = nullptr;
     local_.pool().process_groups = nullptr;
-    detail::async_engine.store(nullptr);  // asynchronous collectives (runtime/async_mpi.hpp)
+    detail::async_engine.store(nullptr);  // asynchronous collectives (runtime/mpi_async.hpp)
     async_.reset();
     {
       std::lock_guard lock(local_.pool().exchange_scratch_mutex);

@@ -2,7 +2,7 @@
 // Asynchronous collectives between processes (parallel/async_collectives.hpp). Where each
 // process holds one device of the collective's group and the groups are whole processes (the
 // layout MPI's own calls take, parallel/across_processes.hpp), the start posts one nonblocking
-// MPI call through the distributed runtime's engine (runtime/async_mpi.hpp) and wait()
+// MPI call through the distributed runtime's engine (runtime/mpi_async.hpp) and wait()
 // completes it:
 //   all_gather       MPI_Iallgather (straight into the result when its blocks are contiguous)
 //   psum, pmean      MPI_Iallreduce between two processes; with more, MPI_Iallgather and the sum

@@ -15,7 +15,7 @@
 // Between processes (tessera/distributed.hpp), where a collective maps onto one MPI call per
 // process and each process has one device of the group, the start posts the nonblocking call
 // (MPI_Iallgather, MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Ialltoall, MPI_Isend/Irecv for
-// ppermute) and wait() completes it (runtime/async_mpi.hpp, which also says who makes the
+// ppermute) and wait() completes it (runtime/mpi_async.hpp, which also says who makes the
 // progress). Elsewhere between processes the collective runs when started and the future holds
 // its result (docs/async.md).
 

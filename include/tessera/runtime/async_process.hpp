@@ -1,7 +1,7 @@
 #pragma once
 // Nonblocking collectives between processes, as the asynchronous collectives of a shard_map
 // across processes describe them (parallel/async_across_processes.hpp), without MPI's types:
-// tessera::distributed::runtime sets the engine that runs them (runtime/async_mpi.hpp).
+// tessera::distributed::runtime sets the engine that runs them (runtime/mpi_async.hpp).
 
 #include <atomic>
 #include <cstddef>
