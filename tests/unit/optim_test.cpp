@@ -212,6 +212,11 @@ TEST_CASE("optim: the gradients of tessera::grad go straight into the optimizer 
   };
   auto state = optim::create_train_state(apply_fn, params_t{w0, b0}, optim::adam(0.05f));
   CHECK(state.step == 0);
+  // The same run with the params and state donated (std::move(state).apply_gradients): its own
+  // blocks, so that writing them in place changes nothing the other run reads.
+  auto donated = optim::create_train_state(
+      apply_fn, params_t{tessera::device_put(tessera::to_host(w0), w0.sharding()), tessera::device_put(tessera::to_host(b0), b0.sharding())},
+      optim::adam(0.05f));
   float const loss0 = tessera::to_host(tessera::eval(loss(state.params)))();
   params_t p = state.params;
   auto opt_state = optim::adam(0.05f).init(p);
@@ -219,6 +224,10 @@ TEST_CASE("optim: the gradients of tessera::grad go straight into the optimizer 
     auto const grads = tessera::grad(loss)(state.params);
     static_assert(std::is_same_v<std::remove_cvref_t<decltype(grads)>, params_t>);
     state = state.apply_gradients(grads);
+    auto const donated_grads = tessera::grad(loss)(donated.params);
+    float const* const before = donated.params.w.block_data(0);
+    donated = std::move(donated).apply_gradients(donated_grads);
+    CHECK(donated.params.w.block_data(0) == before);  // written in its own block
     // The same step through tx.update and optax.apply_updates.
     auto const [u, s] = optim::adam(0.05f).update(tessera::grad(loss)(p), opt_state, p);
     p = optim::apply_updates(p, u);
@@ -228,7 +237,9 @@ TEST_CASE("optim: the gradients of tessera::grad go straight into the optimizer 
   CHECK(std::get<0>(state.opt_state).count == 20);
   float const loss1 = tessera::to_host(tessera::eval(loss(state.params)))();
   CHECK(loss1 < 0.5f * loss0);
-  auto const a = flat(state.params), b = flat(p);
+  CHECK(donated.step == 20);
+  auto const a = flat(state.params), b = flat(p), c = flat(donated.params);
+  CHECK(a == c);
   for (std::size_t l = 0; l < a.size(); ++l)
     for (std::size_t i = 0; i < a[l].size(); ++i) CHECK(a[l][i] == Approx(b[l][i]).epsilon(1e-5));
   // state.apply_fn is the function it was made with.

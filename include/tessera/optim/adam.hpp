@@ -70,7 +70,7 @@ struct scale_by_adam_t : gradient_transformation<scale_by_adam_t> {
         B const v = detail::fmadd(g * g, c2, detail::load(in[1] + i) * d2);
         m.store_unaligned(out[0] + i);
         v.store_unaligned(out[1] + i);
-        ((m * r1) / (xsimd::sqrt(detail::fmadd(v, r2, er)) + e)).store_unaligned(u + i);
+        ((m * r1) / (detail::sqrt(detail::fmadd(v, r2, er)) + e)).store_unaligned(u + i);
       });
     }
   };

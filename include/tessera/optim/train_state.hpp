@@ -54,9 +54,18 @@ struct train_state {
   /// TrainState.apply_gradients(grads=...): tx.update and optax.apply_updates (one pass per
   /// device per leaf: tx.update_and_apply), and a new state with step + 1.
   template <class Grads>
-  train_state apply_gradients(Grads const& grads) const {
+  train_state apply_gradients(Grads const& grads) const& {
     auto [new_params, new_opt_state] = tx->update_and_apply(grads, opt_state, params);
     return train_state{safe_increment(step), apply_fn, std::move(new_params), tx, std::move(new_opt_state)};
+  }
+  /// `state = std::move(state).apply_gradients(grads)`: the same, with the params and the
+  /// optimizer state donated (tx.update_and_apply_donated: written in their own blocks, as a
+  /// jitted Flax step with donate_argnums does). Other copies of those arrays see the new values.
+  template <class Grads>
+  train_state apply_gradients(Grads const& grads) && {
+    auto [new_params, new_opt_state] = tx->update_and_apply_donated(grads, std::move(opt_state), std::move(params));
+    return train_state{safe_increment(step), std::move(apply_fn), std::move(new_params), std::move(tx),
+                       std::move(new_opt_state)};
   }
 };
 

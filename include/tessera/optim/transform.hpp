@@ -95,6 +95,24 @@ xsimd::batch<T, A> fmadd(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& 
   return xsimd::fma(a, b, c);  // NEON64's is the instruction; without FMA, a multiply and an add
 }
 
+/// xsimd::sqrt, except on AVX-512 where GCC 12's _mm512_sqrt_ps (which xsimd calls) warns that
+/// its own undefined vector "may be used uninitialized": the masked form with every lane set.
+template <class T, class A>
+xsimd::batch<T, A> sqrt(xsimd::batch<T, A> const& a) {
+#if defined(__AVX512F__)
+  using R = typename xsimd::batch<T, A>::register_type;
+  if constexpr (sizeof(R) == 64 && std::is_same_v<T, float>) {
+    R const r = a;
+    return xsimd::batch<T, A>(_mm512_mask_sqrt_ps(r, static_cast<__mmask16>(0xFFFF), r));
+  }
+  if constexpr (sizeof(R) == 64 && std::is_same_v<T, double>) {
+    R const r = a;
+    return xsimd::batch<T, A>(_mm512_mask_sqrt_pd(r, static_cast<__mmask8>(0xFF), r));
+  }
+#endif
+  return xsimd::sqrt(a);
+}
+
 /// The scalar twin of fmadd (schedules, where XLA contracts too).
 template <class T>
 T fmadd(T a, T b, T c) {
@@ -162,6 +180,27 @@ std::array<array<T, N, S>, K> build_arrays(array<T, N, S> const& a, char const* 
   }(std::make_index_sequence<K>{});
 }
 
+/// fill(pos, n, outs) on each device's own thread, writing into the blocks of the arrays `into`
+/// (donated: their blocks are reused, as jax.jit's donate_argnums reuses buffers), which it returns.
+template <std::size_t K, class T, std::size_t N, class S, class Fill>
+std::array<array<T, N, S>, K> fill_in_place(std::array<array<T, N, S>, K> const& into, char const* where, Fill&& fill) {
+  array<T, N, S> const& a = into[0];
+  S const& s = a.sharding();
+  auto const& pool = a.pool();
+  auto const& ids = s.device_ids();
+  std::vector<int> pos_of(static_cast<std::size_t>(pool->global_size()), -1);
+  for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  pool->run(std::span<int const>(ids), [&](int d) {
+    std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
+    std::size_t const n = tessera::detail::element_count(tessera::detail::block_shape(s.block(p, a.shape())));
+    tessera::detail::trace_span span("evaluate", where, n * sizeof(T) * K);
+    std::array<T*, K> outs{};
+    for (std::size_t k = 0; k < K; ++k) outs[k] = const_cast<T*>(into[k].block_data(p));  // donated: this call's own
+    if (n != 0) fill(p, n, outs);
+  });
+  return into;
+}
+
 /// jnp.zeros_like(a): zeros of a's type, shape and sharding, written on each device.
 template <class T, std::size_t N, class S>
 array<T, N, S> zeros_like(array<T, N, S> const& a) {
@@ -202,7 +241,7 @@ void kernel_apply(Step const& step, std::size_t leaf, T* u, T const* p, T const*
 
 /// One leaf's update: the chain's kernel over every block of leaf I, in chunks that stay in
 /// cache. Writes the new slot blocks and the update (Apply: the parameter plus the update).
-template <bool Apply, std::size_t I, class X, class Step, class G, class P, class SlotLeaves>
+template <bool Apply, bool Donate, std::size_t I, class X, class Step, class G, class P, class SlotLeaves>
 auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves const& slot_leaves) {
   constexpr std::size_t K = X::slots;
   auto const& g = std::get<I>(grads);
@@ -221,8 +260,7 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
     ((slot_arrays[k] = &std::get<I>(std::get<k>(slot_leaves))), ...);
   }(std::make_index_sequence<K>{});
   for (std::size_t k = 0; k < K; ++k) check_leaf(p, *slot_arrays[k], I, "optimizer state");
-  return build_arrays<K + 1>(p, Apply ? "optimizer update and apply" : "optimizer update",
-                             [&](std::size_t pos, std::size_t n, std::array<T*, K + 1> const& outs) {
+  auto kernel = [&](std::size_t pos, std::size_t n, std::array<T*, K + 1> const& outs) {
     constexpr std::size_t W = batch<T>::size;
     constexpr std::size_t chunk = 1024;  // 4 KiB of float32 per stream: all of them stay in L1
     T const* gb = g.block_data(pos);
@@ -258,11 +296,19 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
       for (std::size_t k = 0; k < K; ++k) std::memcpy(outs[k] + body, to[k], rest * sizeof(T));
       std::memcpy(outs[K] + body, Apply ? tn : tg, rest * sizeof(T));
     }
-  });
+  };
+  if constexpr (Donate) {
+    auto const into = [&]<std::size_t... k>(std::index_sequence<k...>) {
+      return std::array<A, K + 1>{*slot_arrays[k]..., p};
+    }(std::make_index_sequence<K>{});
+    return fill_in_place<K + 1>(into, "optimizer update and apply (donated)", kernel);
+  } else {
+    return build_arrays<K + 1>(p, Apply ? "optimizer update and apply" : "optimizer update", kernel);
+  }
 }
 
 /// Runs transformation x on every leaf: (the updates or the new params, the new state).
-template <bool Apply, class X, class G, class S, class P>
+template <bool Apply, bool Donate = false, class X, class G, class S, class P>
 auto run_update(X const& x, G const& grads, S const& state, P const& params) {
   static_assert(tessera::detail::same_structure<G, P>(),
                 "tessera::optim: the gradients' tree has another structure than the parameters' (grad returns a "
@@ -275,7 +321,7 @@ auto run_update(X const& x, G const& grads, S const& state, P const& params) {
   constexpr std::size_t L = std::tuple_size_v<std::remove_cvref_t<decltype(pl)>>;
   constexpr std::size_t K = X::slots;
   auto outs = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::make_tuple(update_leaf<Apply, I, X>(step, gl, pl, slot_leaves)...);
+    return std::make_tuple(update_leaf<Apply, Donate, I, X>(step, gl, pl, slot_leaves)...);
   }(std::make_index_sequence<L>{});
   auto column = [&]<std::size_t C>(std::integral_constant<std::size_t, C>) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::make_tuple(std::get<I>(outs)[C]...); }(
@@ -310,6 +356,16 @@ struct gradient_transformation {
   template <class G, class S, class P>
   auto update_and_apply(G const& grads, S const& state, P const& params) const {
     return detail::run_update<true>(static_cast<X const&>(*this), grads, state, params);
+  }
+  /// update_and_apply writing the new params and state into the blocks of the ones given, as
+  /// jax.jit(step, donate_argnums=(params, opt_state)) does: no new blocks, and each block is
+  /// read and written once, in cache (a new block costs its cache lines' reads for ownership
+  /// too). The arguments are moved in: every other copy of those arrays (copies share blocks)
+  /// sees the new values, as JAX's donated arrays may not be used again.
+  template <class G, class S, class P>
+    requires(!std::is_lvalue_reference_v<S> && !std::is_lvalue_reference_v<P>)
+  auto update_and_apply_donated(G const& grads, S&& state, P&& params) const {
+    return detail::run_update<true, true>(static_cast<X const&>(*this), grads, state, params);
   }
 };
 
