@@ -21,16 +21,15 @@ make = jax.jit(lambda v: (jnp.arange(LEAF, dtype=jnp.int32) % 977).astype(jnp.fl
 params = tuple(make(float(k + 1)) for k in range(LEAVES))
 grads = tuple(make(0.1 * (k + 1)) for k in range(LEAVES))
 tx = optax.adam(1e-3)
-state = jax.jit(tx.init, out_shardings=(None, None) if False else None)(params)
+state = jax.jit(tx.init)(params)  # mu and nu come out sharded like the params
 
 
-@jax.jit
-def step(params, state, grads):
+def train_step(params, state, grads):
     updates, state = tx.update(grads, state, params)
     return optax.apply_updates(params, updates), state
 
 
-step = jax.jit(step.__wrapped__ if hasattr(step, "__wrapped__") else step, donate_argnums=(0, 1))
+step = jax.jit(train_step, donate_argnums=(0, 1))
 params, state = step(params, state, grads)
 jax.block_until_ready(params)
 best = float("inf")
