@@ -6,6 +6,7 @@
 #include "tessera/expr.hpp"
 #include "tessera/parallel/across_processes.hpp"
 #include "tessera/parallel/async_collectives.hpp"
+#include "tessera/parallel/collective_matmul.hpp"
 #include "tessera/parallel/block_einsum.hpp"
 #include "tessera/parallel/block_functions.hpp"
 #include "tessera/parallel/block_join_cut.hpp"

@@ -263,3 +263,27 @@ TEST_CASE("the trace shows an async collective's span and a compute span at once
       }
   CHECK(overlaps == 2);  // on each device
 }
+
+TEST_CASE("collective_matmul on global arrays: both forms equal tessera::matmul exactly", "[async][matmul]") {
+  runtime rt{4};
+  auto const m = tessera::make_mesh<"i">({4});
+  auto ints = [](std::size_t r, std::size_t c, std::size_t salt) {
+    xt::xtensor<float, 2> x = xt::zeros<float>({r, c});
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < c; ++j) x(i, j) = static_cast<float>(static_cast<int>((i * 7 + j * 3 + salt) % 11) - 5);
+    return x;
+  };
+  auto const lh = ints(16, 8, 1), rh = ints(8, 12, 4);
+  auto const rows = tessera::named_sharding(m, P<"i", none>{});
+  auto const lhs = tessera::device_put(lh, rows), rhs = tessera::device_put(rh, rows);
+  auto const lhs_cols = tessera::device_put(lh, tessera::named_sharding(m, P<none, "i">{}));
+  auto const want = tessera::to_host(tessera::matmul(lhs, rhs).evaluate());
+  auto const gathered = tessera::collective_matmul<"i">(lhs, rhs);
+  auto const scattered = tessera::collective_matmul<"i">(lhs_cols, rhs);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(gathered.sharding().spec())>, P<"i", none>>);
+  CHECK(same_array(tessera::to_host(gathered), want));
+  CHECK(same_array(tessera::to_host(scattered), want));
+  auto const odd = tessera::device_put(ints(16, 6, 2), rows);
+  CHECK_THROWS_WITH(tessera::collective_matmul<"i">(odd, tessera::device_put(ints(6, 12, 3), rows)),
+                    Contains("does not divide into 4 blocks"));
+}
