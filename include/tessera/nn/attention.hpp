@@ -27,11 +27,14 @@ struct attention_params {
   O out;
 };
 
-/// flax.linen.MultiHeadDotProductAttention(num_heads, qkv_features=None, out_features=None) for
-/// self-attention, `causal` adding mask=make_causal_mask(x). QKVInit initializes the query, key
-/// and value kernels (in, heads, head_dim), OutInit the output kernel (heads, head_dim, out), so
-/// that each can carry its own partitioning names. Biases are zeros, replicated.
-template <class QKVInit = initializers::lecun_normal, class OutInit = initializers::lecun_normal>
+/// flax.linen.MultiHeadDotProductAttention(num_heads, kernel_init, out_kernel_init, bias_init,
+/// out_bias_init, qkv_features=None, out_features=None) for self-attention, `causal` adding
+/// mask=make_causal_mask(x). QKVInit initializes the query, key and value kernels (in, heads,
+/// head_dim), OutInit the output kernel (heads, head_dim, out), QKVBiasInit their biases (heads,
+/// head_dim) and OutBiasInit the output bias (out), so that each can carry its own partitioning
+/// names; nn::no_bias as both bias initializers is Flax's use_bias=False.
+template <class QKVInit = initializers::lecun_normal, class OutInit = initializers::lecun_normal,
+          class QKVBiasInit = initializers::zeros, class OutBiasInit = initializers::zeros>
 struct MultiHeadDotProductAttention {
   std::size_t num_heads;
   std::size_t qkv_features = 0;  // 0: the input's features
@@ -39,18 +42,21 @@ struct MultiHeadDotProductAttention {
   bool causal = false;
   QKVInit qkv_init{};
   OutInit out_init{};
+  QKVBiasInit qkv_bias_init{};
+  OutBiasInit out_bias_init{};
 
   explicit MultiHeadDotProductAttention(std::size_t heads, bool causal_ = false, QKVInit q = {}, OutInit o = {},
-                                        std::size_t qkv_features_ = 0, std::size_t out_features_ = 0)
+                                        QKVBiasInit qb = {}, OutBiasInit ob = {}, std::size_t qkv_features_ = 0,
+                                        std::size_t out_features_ = 0)
       : num_heads(heads), qkv_features(qkv_features_), out_features(out_features_), causal(causal_),
-        qkv_init(std::move(q)), out_init(std::move(o)) {}
+        qkv_init(std::move(q)), out_init(std::move(o)), qkv_bias_init(std::move(qb)), out_bias_init(std::move(ob)) {}
 
   template <class Key, class X>
   auto init(Key const& key, X const& x) const {
     static_assert(detail::rank_v<X> == 3, "tessera::nn::MultiHeadDotProductAttention: the input is [batch, length, features]");
     auto s = detail::scope_of(key, x);
     auto const [qkv, out, head_dim] = sizes(x.shape()[2]);
-    DenseGeneral<1, 2, QKVInit> const proj{{num_heads, head_dim}, qkv_init};
+    DenseGeneral<1, 2, QKVInit, QKVBiasInit> const proj{{num_heads, head_dim}, qkv_init, qkv_bias_init};
     auto q = proj.init(s.push("query"), x);
     auto k = proj.init(s.push("key"), x);
     auto v = proj.init(s.push("value"), x);
@@ -60,7 +66,7 @@ struct MultiHeadDotProductAttention {
       shape_t<4> const& shape() const { return sh; }
     } const o_in{{x.shape()[0], x.shape()[1], num_heads, head_dim}};
     (void)qkv;
-    DenseGeneral<2, 1, OutInit> const o_proj{{out}, out_init};
+    DenseGeneral<2, 1, OutInit, OutBiasInit> const o_proj{{out}, out_init, out_bias_init};
     auto o = o_proj.init(s.push("out"), o_in);
     return attention_params<decltype(q), decltype(k), decltype(v), decltype(o)>{std::move(q), std::move(k),
                                                                                 std::move(v), std::move(o)};
@@ -69,8 +75,8 @@ struct MultiHeadDotProductAttention {
   template <class Params, class X>
   auto apply(Params const& p, X const& x) const {
     auto const head_dim = p.query.kernel.shape()[2];
-    DenseGeneral<1, 2, QKVInit> const proj{{num_heads, head_dim}, qkv_init};
-    DenseGeneral<2, 1, OutInit> const o_proj{{p.out.kernel.shape()[2]}, out_init};
+    DenseGeneral<1, 2, QKVInit, QKVBiasInit> const proj{{num_heads, head_dim}, qkv_init, qkv_bias_init};
+    DenseGeneral<2, 1, OutInit, OutBiasInit> const o_proj{{p.out.kernel.shape()[2]}, out_init, out_bias_init};
     // Flax scales the query, not the scores: query / sqrt(depth).
     auto const q = proj.apply(p.query, x) / std::sqrt(static_cast<float>(head_dim));
     auto const k = proj.apply(p.key, x);
