@@ -84,11 +84,12 @@ void check(tessera::array<T, N, S> const& x, int seed, int leaf) {
   }
 }
 
-/// Tree `seed` over every device: a matrix sharded by rows (37 rows: uneven), a replicated
-/// vector, and an int64 matrix sharded by columns.
+/// Tree `seed` over every device: a matrix sharded by rows (37 rows: uneven; rows of 16400
+/// bytes, so its blocks are written with pwrite/O_DIRECT at HDF5's offsets, their edges in pages
+/// that two processes share), a replicated vector, and an int64 matrix sharded by columns.
 auto make_tree(int seed, int devices) {
   auto m = tessera::make_mesh<"x">({devices});
-  return std::make_tuple(make<float, 2>(seed, 0, {37, 16}, tessera::named_sharding(m, P<"x", none>{})),
+  return std::make_tuple(make<float, 2>(seed, 0, {37, 4100}, tessera::named_sharding(m, P<"x", none>{})),
                          std::make_pair(make<float, 1>(seed, 1, {16}, tessera::named_sharding(m, P<>{})),
                                         make<std::int64_t, 2>(seed, 2, {6, 20}, tessera::named_sharding(m, P<none, "x">{}))));
 }

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/checkpoint/raw_io.hpp"
 #include "tessera/core/dtype.hpp"
 
 #ifdef H5_HAVE_PARALLEL
@@ -333,6 +334,9 @@ inline h5_handle file_access(checkpoint_group const& g) {
   h5_handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_LATEST);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);  // closing the file closes what a failed read left open
+  // Datasets of a page or more start on a page: their bytes are written with O_DIRECT
+  // (checkpoint/raw_io.hpp), which needs aligned offsets, and no page holds two datasets' bytes.
+  H5Pset_alignment(fapl.get(), raw_align(), raw_align());
 #ifdef H5_HAVE_PARALLEL
   if (g.across()) {
     H5Pset_fapl_mpio(fapl.get(), g.comm, MPI_INFO_NULL);

@@ -4,7 +4,12 @@
 // than it was saved with); each process reads only the hyperslabs its devices hold, each distinct
 // block once. load<T, N>(path, leaf, sharding) reads one leaf.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -19,6 +24,7 @@
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/checkpoint/hdf5_file.hpp"
+#include "tessera/checkpoint/raw_io.hpp"
 #include "tessera/checkpoint/save.hpp"
 #include "tessera/checkpoint/tree_paths.hpp"
 #include "tessera/tree/tree_util.hpp"
@@ -78,13 +84,37 @@ struct load_target<shape_dtype_struct<T, N, S>> {
   static std::optional<shape_t<N>> shape(shape_dtype_struct<T, N, S> const& x) { return x.shape(); }
 };
 
-/// An open checkpoint: the file, its datasets' names, its path and the processes reading it.
+/// A POSIX file descriptor that closes itself (-1: none).
+class posix_fd {
+ public:
+  posix_fd() = default;
+  explicit posix_fd(int fd) : fd_(fd) {}
+  posix_fd(posix_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  posix_fd& operator=(posix_fd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~posix_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// An open checkpoint: the file, its datasets' names, its path and the processes reading it, and
+/// the file opened for pread (the bytes of contiguous datasets, checkpoint/raw_io.hpp).
 struct open_checkpoint {
   h5_handle file;
   std::set<std::string> datasets;
   std::string path;
   checkpoint_group group;
   std::string_view op;
+  posix_fd fd;
 };
 
 /// The names of every dataset in the file ("layers/0/w").
@@ -132,6 +162,7 @@ inline open_checkpoint open_for_load(std::string const& path, std::string_view o
   auto fapl = file_access(c.group);
   c.file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, op, path, {},
                    "opening the file failed: it is truncated or corrupted");
+  c.fd = posix_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));  // where it fails, H5Dread reads all
   c.datasets = list_datasets(c.file.get());
   if (H5Eget_num(H5E_DEFAULT) > 0)
     throw checkpoint_error(where_text(op, path, {}) + "listing its datasets failed: it is corrupted (HDF5: " +
@@ -185,6 +216,23 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
   std::vector<std::array<slice, N>> read_blocks;  // the distinct blocks read so far, and where
   std::vector<std::size_t> read_pos;
   auto mtype = h5_type<T>();
+  // A contiguous dataset stored as T is in memory (h5py's default layout, and tessera's without
+  // the checksum): its runs are read with pread at HDF5's offset, no H5Dread.
+  std::uint64_t raw_base = 0;
+  bool raw = false;
+  if (c.fd.get() >= 0 && N > 0) {
+    h5_handle dcpl(H5Dget_create_plist(dset.get()), H5Pclose);
+    if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 &&
+        H5Pget_external_count(dcpl.get()) == 0 && H5Tequal(ftype.get(), mtype.get()) > 0) {
+      haddr_t const addr = H5Dget_offset(dset.get());
+      if (addr != HADDR_UNDEF) {
+        raw = true;
+        raw_base = static_cast<std::uint64_t>(addr);
+      }
+    }
+    H5Eclear2(H5E_DEFAULT);
+  }
+  std::vector<unsigned long long> const file_shape(dims.begin(), dims.end());
   std::string error;
   for (std::size_t pos = 0; pos < ids.size(); ++pos) {
     if (!pool->is_local(ids[pos])) continue;
@@ -209,10 +257,22 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
         H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
         mspace = h5_handle(H5Screate_simple(static_cast<int>(N), count.data(), nullptr), H5Sclose);
       }
-      if (H5Dread(dset.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
-        std::string blk;
-        for (std::size_t i = 0; i < N; ++i) blk += (i ? ", " : "") + std::to_string(start[i]) + ":" + std::to_string(start[i] + count[i]);
-        error = where_text(op, path, leaf) + "reading the block [" + blk + "] failed: the file is corrupted or truncated (HDF5: " +
+      std::string const blk_text = [&] {
+        std::string t;
+        for (std::size_t i = 0; i < N; ++i) t += (i ? ", " : "") + std::to_string(start[i]) + ":" + std::to_string(start[i] + count[i]);
+        return t;
+      }();
+      std::vector<unsigned long long> const st(start.begin(), start.end()), ct(count.begin(), count.end());
+      if (raw && run_bytes(file_shape, ct, sizeof(T)) >= raw_min_run) {
+        int e = 0;
+        for_each_run(file_shape, st, ct, sizeof(T), [&](std::uint64_t file, std::size_t mem, std::size_t bytes) {
+          if (!e) e = raw_read(c.fd.get(), raw_base + file, reinterpret_cast<std::byte*>(buf.data()) + mem, bytes);
+        });
+        if (e)
+          error = where_text(op, path, leaf) + "reading the block [" + blk_text + "] failed: " +
+                  (e < 0 ? std::string("the file ends before it (truncated)") : std::string(std::strerror(e)));
+      } else if (H5Dread(dset.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
+        error = where_text(op, path, leaf) + "reading the block [" + blk_text + "] failed: the file is corrupted or truncated (HDF5: " +
                 hdf5_error_text() + ")";
       }
       read_blocks.push_back(b);

@@ -6,6 +6,7 @@
 // flight is lost.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,9 +32,13 @@ namespace tessera {
 struct checkpoint_manager_options {
   /// max_to_keep: the newest checkpoints kept; older ones are deleted after each save. 0 keeps all (None).
   std::size_t max_to_keep = 0;
-  /// enable_async_checkpointing: write in a background thread (across processes, only where MPI
-  /// grants MPI_THREAD_MULTIPLE; otherwise save() writes before it returns, docs/checkpoints.md).
+  /// enable_async_checkpointing: write in a background thread (docs/checkpoints.md, "In the background").
   bool enable_async_checkpointing = true;
+  /// What save(step, tree) does while the previous save is still being written: false (Orbax's
+  /// way) waits for it; true skips the step (save returns false and copies nothing), so a loop that
+  /// saves every step never waits for the disk, and the checkpoints on disk are as new as the
+  /// disk's speed allows. save(step, tree, /*force=*/true) waits in either case (the last step).
+  bool skip_while_busy = false;
   /// How each checkpoint is written (checksums, progress).
   save_options save{};
 };
@@ -51,7 +56,7 @@ class checkpoint_manager {
   }
   checkpoint_manager(checkpoint_manager const&) = delete;
   checkpoint_manager& operator=(checkpoint_manager const&) = delete;
-  /// Waits for the save in flight (its error, if any, is printed: a destructor cannot throw it).
+  /// Waits for the save in flight and commits it (its error, if any, is printed: a destructor cannot throw it).
   ~checkpoint_manager() {
     try {
       wait();
@@ -60,12 +65,15 @@ class checkpoint_manager {
     }
   }
 
-  /// manager.save(step, tree): waits for the previous save, copies this process's blocks of
-  /// `tree` to host memory, and returns while a background thread writes `<dir>/<step>.h5`.
-  /// Returns false (and saves nothing) for a step not newer than the latest, as Orbax's
-  /// should_save. Every process of a distributed runtime calls it alike.
+  /// manager.save(step, tree, force=False): copies this process's blocks of `tree` to host memory
+  /// and returns while a background thread writes `<dir>/<step>.h5`. Returns false (and saves
+  /// nothing) for a step not newer than the latest, as Orbax's should_save, and, with
+  /// skip_while_busy (unless `force`), while the previous save is still being written. Otherwise
+  /// it first waits for the previous save. Every process of a distributed runtime calls it alike.
   template <class Tree>
-  bool save(std::int64_t step, Tree const& tree) {
+  bool save(std::int64_t step, Tree const& tree, bool force = false) {
+    auto group = detail::current_checkpoint_group();
+    if (options_.skip_while_busy && !force && busy(group)) return false;
     wait();
     if (auto latest = latest_step(); latest && step <= *latest) return false;
     auto job = std::make_shared<pending>();
@@ -81,20 +89,47 @@ class checkpoint_manager {
         job->host.push_back(std::move(host));
       }
     }
-    job->group = detail::current_checkpoint_group();
-    bool const background = options_.enable_async_checkpointing && can_write_in_background(job->group);
-    if (background) {
-      worker_ = std::thread([this, job] { run(*job); });
-    } else {
+    job->group = group;
+    char const* const op = "checkpoint_manager::save";
+    if (!options_.enable_async_checkpointing) {
       run(*job);
       rethrow();
+    } else if (!group.across()) {
+      done_ = false;
+      worker_ = std::thread([this, job] { run(*job); });
+    } else {
+      // Across processes the thread makes no MPI call (docs/checkpoints.md): HDF5's collective
+      // part (the file, the datasets, the leaves that go through H5Dwrite) happens here, the
+      // arrays' bytes in the thread, and the commit (the processes agree, process 0 renames) at
+      // the next wait(), save() or restore(), or in the destructor.
+      job->offsets = detail::begin_checkpoint(job->path, group, job->plans, options_.save, op);
+      committing_ = job;
+      worker_ = std::thread([this, job] {
+        try {
+          job->error = detail::write_raw_leaves(detail::temporary_path(job->path), job->plans, job->offsets,
+                                                options_.save, job->path, "checkpoint_manager::save");
+        } catch (std::exception const& e) {
+          job->error = e.what();
+        }
+        job->host.clear();
+        job->done = true;
+      });
     }
     return true;
   }
 
-  /// manager.wait_until_finished(): waits for the save in flight and throws its error, if it failed.
+  /// manager.wait_until_finished(): waits for the save in flight (across processes, commits it)
+  /// and throws its error, if it failed.
   void wait() {
     if (worker_.joinable()) worker_.join();
+    if (auto job = std::exchange(committing_, nullptr)) {
+      try {
+        detail::finish_checkpoint(job->path, job->group, job->error, "checkpoint_manager::save");
+        remove_old(job->group);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }
     rethrow();
   }
 
@@ -132,36 +167,47 @@ class checkpoint_manager {
   struct pending {
     std::vector<detail::leaf_plan> plans;
     std::vector<std::unique_ptr<std::byte[]>> host;
+    std::vector<std::uint64_t> offsets;  // across processes: from begin_checkpoint
+    std::string error;                   // across processes: the thread's, committed by wait()
+    std::atomic<bool> done{false};
     detail::checkpoint_group group;
     std::string path;
   };
 
-  /// Across processes a background thread makes MPI-IO calls while the training loop makes its
-  /// own: MPI allows that only at MPI_THREAD_MULTIPLE (tessera asks for SERIALIZED).
-  static bool can_write_in_background(detail::checkpoint_group const& g) {
-    if (!g.across()) return true;
-#ifdef H5_HAVE_PARALLEL
-    int level = 0;
-    MPI_Query_thread(&level);
-    return level == MPI_THREAD_MULTIPLE;
-#else
-    return false;
-#endif
+  /// Whether a save is still being written, on this process or (agreed in one collective call
+  /// from the thread that saves) on any process, so that all of them skip the step together.
+  bool busy(detail::checkpoint_group const& g) const {
+    bool const here = worker_.joinable() && !(committing_ ? committing_->done.load() : done_.load());
+    if (!g.across()) return here;
+    auto const lock = g.lock();
+    return detail::max_over_processes(g, here ? 1 : 0) != 0;
   }
 
+  /// The whole save, in one thread (one process, or without async checkpointing).
   void run(pending& job) {
     try {
       detail::write_checkpoint(job.path, job.group, job.plans, options_.save, "checkpoint_manager::save");
       job.host.clear();
-      if (job.group.rank == 0 && options_.max_to_keep > 0) {
-        auto steps = all_steps();
-        for (std::size_t i = 0; i + options_.max_to_keep < steps.size(); ++i) {
-          std::error_code ec;
-          std::filesystem::remove(path_of(steps[i]), ec);
-        }
-      }
+      remove_old(job.group);
     } catch (...) {
       error_ = std::current_exception();
+    }
+    done_ = true;
+  }
+
+  /// Deletes the checkpoints beyond max_to_keep (process 0), then every process goes on (so that
+  /// all of them list the same steps).
+  void remove_old(detail::checkpoint_group const& g) {
+    if (g.rank == 0 && options_.max_to_keep > 0) {
+      auto steps = all_steps();
+      for (std::size_t i = 0; i + options_.max_to_keep < steps.size(); ++i) {
+        std::error_code ec;
+        std::filesystem::remove(path_of(steps[i]), ec);
+      }
+    }
+    if (g.across()) {
+      auto const lock = g.lock();
+      detail::barrier(g);
     }
   }
 
@@ -172,6 +218,8 @@ class checkpoint_manager {
   std::filesystem::path dir_;
   checkpoint_manager_options options_;
   std::thread worker_;
+  std::atomic<bool> done_{true};          // the one-thread save has finished
+  std::shared_ptr<pending> committing_;   // across processes: written by the thread, not yet committed
   std::exception_ptr error_;
 };
 
