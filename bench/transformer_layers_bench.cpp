@@ -1,0 +1,84 @@
+// Issue 32's target: the transformer's training step written with tessera::nn's layers within
+// 1.05x of the hand-written one (examples/transformer_model.hpp). Both in one binary, so that
+// bench/run_transformer.sh can interleave their repetitions on a shared machine:
+//
+//   hand_written_step   bench/transformer_bench.cpp's step: value_and_grad and the SGD update
+//                       tree_map(p - 0.1 g), Megatron layout, B=16, S=32, 8 devices;
+//   layered_step        the same model and update written with the layers
+//                       (examples/transformer_layers_model.hpp, Transformer<false>: no biases, as
+//                       the hand-written model has none), under the tensor_parallel rules, which
+//                       give the hand-written layout;
+//   layered_adam_step   examples/transformer_layers.cpp's step as it trains (Flax's defaults, with
+//                       biases; optim::adam through TrainState.apply_gradients), for reference.
+//
+// Every iteration starts from the same parameters.
+#include <benchmark/benchmark.h>
+
+#include "../examples/transformer_layers_model.hpp"
+#include "../examples/transformer_model.hpp"
+
+namespace {
+
+void hand_written_step(benchmark::State& state) {
+  using namespace transformer;
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"data", "model">({2, 4});
+  auto const params = init_params(mesh);
+  auto const data = make_data(mesh);
+  auto const& inputs = data.first;
+  auto const& targets = data.second;
+  auto const causal = tessera::iota<std::int32_t, 0>({S, S}, mesh) >= tessera::iota<std::int32_t, 1>({S, S}, mesh);
+  auto loss = [&](auto const& p) { return loss_fn(p, inputs, targets, causal); };
+  for (auto _ : state) {
+    auto const [l, g] = tessera::value_and_grad(loss)(params);
+    auto next = tessera::tree_map([](auto const& a, auto const& d) { return a - lr * d; }, params, g);
+    benchmark::DoNotOptimize(next);
+    benchmark::DoNotOptimize(l);
+  }
+}
+
+void layered_step(benchmark::State& state) {
+  using namespace transformer_layers;
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"data", "model">({2, 4});
+  Transformer<false> const model;
+  auto const data = make_data<tensor_parallel>(mesh);
+  auto const& inputs = data.first;
+  auto const& targets = data.second;
+  auto const params = model.init(nn::scope(jr::key(0), mesh, tensor_parallel{}), inputs);
+  auto loss = [&](auto const& p) { return cross_entropy(model.apply(p, inputs), targets); };
+  for (auto _ : state) {
+    auto const [l, g] = tessera::value_and_grad(loss)(params);
+    auto next = tessera::tree_map([](auto const& a, auto const& d) { return a - transformer::lr * d; }, params, g);
+    benchmark::DoNotOptimize(next);
+    benchmark::DoNotOptimize(l);
+  }
+}
+
+void layered_adam_step(benchmark::State& state) {
+  using namespace transformer_layers;
+  tessera::runtime rt{8};
+  auto const mesh = tessera::make_mesh<"data", "model">({2, 4});
+  Transformer<> const model;
+  auto const data = make_data<tensor_parallel>(mesh);
+  auto const& inputs = data.first;
+  auto const& targets = data.second;
+  auto const apply_fn = [model](auto const& p, auto const& ids) { return model.apply(p, ids); };
+  auto const start = tessera::optim::create_train_state(
+      apply_fn, model.init(nn::scope(jr::key(0), mesh, tensor_parallel{}), inputs), tessera::optim::adam(lr));
+  auto loss = [&](auto const& p) { return cross_entropy(model.apply(p, inputs), targets); };
+  for (auto _ : state) {
+    auto const [l, g] = tessera::value_and_grad(loss)(start.params);
+    auto next = start.apply_gradients(g);
+    benchmark::DoNotOptimize(next);
+    benchmark::DoNotOptimize(l);
+  }
+}
+
+BENCHMARK(hand_written_step)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layered_step)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(layered_adam_step)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
