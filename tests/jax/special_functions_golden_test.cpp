@@ -3,13 +3,15 @@
 //   - values over a sweep (tiny, near 0, the interpolants' edges, past them, +-inf, NaN) in float32
 //     and float64, counted in ulps: the global-view node (its SIMD rows and its scalar tail) and the
 //     op's scalar code must agree bit for bit, and both stay within the function's bound of JAX;
-//   - jax.grad(sum(f)) at 201 float32 points;
+//   - jax.grad(sum(f)) at 201 float32 points (bit for bit but gelu<false>'s);
 //   - f and grad(sum(f)) on float32[8, 12] sharded P("X", "Y") over a 2x4 mesh with Explicit and with
 //     Auto axes: values, and type_of of the result and of the gradient against jax.typeof;
 //   - grad through a shard_map whose body applies f to its block (local tracers), and the same body
 //     run without grad on blocks;
-//   - jax.random.truncated_normal with lower = -1.5 (tests/golden/random.json): within 3 ulps.
-// The ulp bounds are the measured maxima (see kBounds).
+//   - jax.random.truncated_normal with lower = -1.5 (tests/golden/random.json): bit for bit.
+// The ulp bounds are the measured maxima (see all_checks); the float32 zeros hold in every build
+// (g++ and clang++, -O0 to -O3, with and without -march=native: GCC's default -ffp-contract=fast
+// once fused gelu's 0.044715 x^3 into its add, millions of ulps off where 1 + tanh cancels).
 
 #include <algorithm>
 #include <array>
@@ -65,6 +67,7 @@ std::vector<F> floats(json const& j) {
 /// op's scalar code, and its measured bounds in ulps (float32, float64, the float32 gradient).
 struct bounds {
   long long f32, f64, node;  // JAX float32, JAX float64, the node's SIMD rows against the op's scalar code
+  long long grad = -1;       // the float32 gradient's ulps from JAX where counted (else only relative)
 };
 
 template <class F, class Fn, class Scalar>
@@ -121,7 +124,14 @@ void add_function(tessera_jax::checks& cs, std::string const& name, Fn fn, Scala
     xt::xtensor<float, 1> h = xt::adapt(x, std::array<std::size_t, 1>{x.size()});
     auto const a = tessera::device_put(h, tessera::named_sharding(mesh, P<>{}));
     auto const g = tessera::to_host(tessera::grad([&](auto const& v) { return tessera::sum(fn(v)); })(a));
-    check_close(g, floats<float>(c.at("dx")), 2e-6, name + " grad");
+    auto const want = floats<float>(c.at("dx"));
+    check_close(g, want, 2e-6, name + " grad");
+    if (b.grad >= 0) {
+      long long worst = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, ulps(g(i), want[i]));
+      INFO(name << " grad: at most " << worst << " ulps from JAX");
+      CHECK(worst <= b.grad);
+    }
   };
   auto sharded = [=](auto mesh, json const& c) {
     auto const x = floats<float>(c.at("x"));
@@ -165,27 +175,29 @@ void add_function(tessera_jax::checks& cs, std::string const& name, Fn fn, Scala
 
 tessera_jax::checks all_checks() {
   tessera_jax::checks cs;
-  // The bounds are the measured maxima (JAX 0.12, x86-64 without FMA in the test build; xsimd with
-  // FMA makes erf's and gelu's batches the scalar code's): erf and gelu follow XLA's interpolants
-  // of erf and tanh, bit for bit; erfc, gelu<false>, silu and softplus go through the C library's
-  // erfc, exp and log1p where XLA has its own, and silu's and softplus's SIMD rows through xsimd's.
+  // The bounds are the measured maxima (JAX 0.12), the same in every build: in float32 erf, gelu,
+  // silu and softplus follow XLA's own erf, tanh, exp and log1p (expr/special_math.hpp,
+  // random/erf_inv.hpp) step by step and are JAX's bits, and so are the float32 gradients of erf,
+  // erfc, gelu, silu and softplus (JAX's own exp(-x^2), its transposed steps); erfc and gelu<false>
+  // go through the C library's erfc where JAX has its own, and in float64 erf, silu and softplus
+  // through the C library's (and xsimd's, on batches) erf, exp and log1p.
   add_function(cs, "erf", [](auto const& v) { return tessera::erf(v); }, [](float v) { return tessera::op::erf::apply(v); },
-               [](double v) { return tessera::op::erf::apply(v); }, {0, 1, 0});
+               [](double v) { return tessera::op::erf::apply(v); }, {0, 1, 0, 0});
   add_function(cs, "erfc", [](auto const& v) { return tessera::erfc(v); },
                [](float v) { return tessera::op::erfc::apply(v); }, [](double v) { return tessera::op::erfc::apply(v); },
-               {32, 32, 0});
+               {32, 32, 0, 0});
   add_function(cs, "gelu", [](auto const& v) { return tessera::gelu(v); },
                [](float v) { return tessera::op::gelu_tanh::apply(v); },
-               [](double v) { return tessera::op::gelu_tanh::apply(v); }, {0, 0, 0});
+               [](double v) { return tessera::op::gelu_tanh::apply(v); }, {0, 0, 0, 0});
   add_function(cs, "gelu_exact", [](auto const& v) { return tessera::gelu<false>(v); },
                [](float v) { return tessera::op::gelu_erf::apply(v); },
                [](double v) { return tessera::op::gelu_erf::apply(v); }, {16, 160, 0});
   add_function(cs, "silu", [](auto const& v) { return tessera::silu(v); },
                [](float v) { return tessera::op::silu::apply(v); }, [](double v) { return tessera::op::silu::apply(v); },
-               {4, 4, 3});
+               {0, 4, 3, 0});
   add_function(cs, "softplus", [](auto const& v) { return tessera::softplus(v); },
                [](float v) { return tessera::op::softplus::apply(v); },
-               [](double v) { return tessera::op::softplus::apply(v); }, {2, 2, 3});
+               [](double v) { return tessera::op::softplus::apply(v); }, {0, 2, 3, 0});
   return cs;
 }
 
@@ -197,7 +209,7 @@ TEST_CASE("erf, erfc, gelu, silu, softplus: values, gradients and shardings agai
   CHECK(n == tessera_jax::golden(golden_file).at("cases").size());
 }
 
-TEST_CASE("random::truncated_normal(key, -1.5, 0.5): within 3 ulps of JAX (erf of the bounds as XLA computes it)",
+TEST_CASE("random::truncated_normal(key, -1.5, 0.5): JAX's bits (erf of the bounds as XLA computes it)",
           "[jax][special][random]") {
   // -1.5 / sqrt(2) is one ulp from -1.5 * (1 / sqrt(2)), the product XLA's simplifier makes of the
   // division; with the quotient, samples near 0 were up to 6293 ulps from JAX (issue 31).
@@ -223,6 +235,6 @@ TEST_CASE("random::truncated_normal(key, -1.5, 0.5): within 3 ulps of JAX (erf o
   }
   INFO("float32 at most " << worst32 << " ulps, float64 " << worst64);
   CHECK(cases == 110);
-  CHECK(worst32 <= 3);
-  CHECK(worst64 <= 3);
+  CHECK(worst32 == 0);
+  CHECK(worst64 == 0);
 }

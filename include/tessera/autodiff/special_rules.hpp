@@ -3,8 +3,11 @@
 // forms), silu/swish and softplus on tracers. The forward value is the same node on the primal;
 // the backward step is one element-wise node g * f'(x) (fused, laid out like the operand, no
 // communication), f' being JAX's jvp rule (erf, erfc, softplus's logaddexp) or the derivative of
-// jax.nn's formula (gelu, silu), which jax.grad differentiates step by step.
+// jax.nn's formula (gelu, silu), which jax.grad differentiates step by step; in float32 gelu's, silu's
+// and softplus's follow JAX's steps and are its bits (tests/jax/special_functions_golden_test.cpp).
 
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -23,13 +26,33 @@ namespace tessera::op {
       return g * (DERIVATIVE);                                               \
     }                                                                        \
   };
-TESSERA_SPECIAL_DERIVATIVE(erf_cotangent, lax.erf, sp::erf_derivative(x))
-TESSERA_SPECIAL_DERIVATIVE(erfc_cotangent, lax.erfc, -sp::erf_derivative(x))
+#define TESSERA_ERF_DERIVATIVE(NAME, JAX, SIGN)                                                   \
+  /** g * f'(x) for JAX, in its order: (+-2/sqrt(pi) g) exp(-x^2) */                               \
+  struct NAME {                                                                                   \
+    template <class T> static constexpr bool simd = false;                                        \
+    template <class X> static X apply(X g, X x) {                                                 \
+      return (static_cast<X>(SIGN 1.12837916709551257390) * g) * tessera::detail::special::exp_neg_sq(x); \
+    }                                                                                             \
+  };
+TESSERA_ERF_DERIVATIVE(erf_cotangent, lax.erf, +)
+TESSERA_ERF_DERIVATIVE(erfc_cotangent, lax.erfc, -)
+#undef TESSERA_ERF_DERIVATIVE
 TESSERA_SPECIAL_DERIVATIVE(gelu_tanh_cotangent, jax.nn.gelu, sp::gelu_tanh_derivative(x))
 TESSERA_SPECIAL_DERIVATIVE(gelu_erf_cotangent, jax.nn.gelu(approximate=False), sp::gelu_erf_derivative(x))
 TESSERA_SPECIAL_DERIVATIVE(silu_cotangent, jax.nn.silu, sp::silu_derivative(x))
-TESSERA_SPECIAL_DERIVATIVE(softplus_cotangent, jax.nn.softplus, sp::sigmoid(x))
 #undef TESSERA_SPECIAL_DERIVATIVE
+
+/// g * f'(x) for jax.nn.softplus: logaddexp's jvp, exp(x - softplus(x)) with +inf read as 0 on
+/// both sides (float32: XLA's exp, JAX's bits); mathematically sigmoid(x).
+struct softplus_cotangent {
+  template <class T> static constexpr bool simd = false;
+  template <class X> static X apply(X g, X x) {
+    auto const finite = [](X v) { return v == std::numeric_limits<X>::infinity() ? X(0) : v; };
+    X const d = finite(x) - finite(softplus::apply(x));
+    if constexpr (std::is_same_v<X, float>) return g * tessera::detail::special::exp_f32(d);
+    else return g * std::exp(d);
+  }
+};
 
 }  // namespace tessera::op
 

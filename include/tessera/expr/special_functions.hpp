@@ -2,10 +2,10 @@
 // JAX's element-wise special functions on sharded arrays: lax.erf, lax.erfc and the activations
 // jax.nn.gelu, silu (swish) and softplus. Each is one element-wise node (it fuses with its
 // neighbours, keeps its operand's sharding and moves no data), computed as XLA computes it on
-// CPU where that is cheap to follow: float32 erf and tanh are XLA's own interpolants
-// (expr/special_math.hpp), so erf and gelu give JAX's float32 bits; the others go through the C
-// library's exp, log1p and erfc and land within a few ulps (tests/jax/special_functions_golden_test.cpp
-// measures them). Their gradients are in autodiff/special_rules.hpp, the same names on a device's
+// CPU where that is cheap to follow: in float32 erf, tanh, exp and log1p are XLA's own
+// (expr/special_math.hpp, random/erf_inv.hpp), so erf, gelu, silu and softplus give JAX's float32
+// bits; erfc, gelu<false> and the float64 forms go through the C library's erf, erfc, exp and
+// log1p and land within a few ulps (tests/jax/special_functions_golden_test.cpp measures them). Their gradients are in autodiff/special_rules.hpp, the same names on a device's
 // block in parallel/block_special.hpp and on a shard_map body's local tracers in
 // autodiff/local_special.hpp.
 //
@@ -18,6 +18,7 @@
 
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/special_math.hpp"
+#include "tessera/random/erf_inv.hpp"  // XLA's float32 log1p
 
 namespace tessera::op {
 
@@ -43,16 +44,16 @@ struct erfc {
 };
 
 /// jax.nn.gelu(x, approximate=True): x * (0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))), in
-/// jax.nn's order of operations with XLA's float32 tanh; XLA's fusion rounds every other step on
-/// its own (no fused multiply-add), so where 1 + tanh cancels (x < -4) a compiler that contracts
-/// a * b + c (GCC in GNU mode with -mfma) gives other last bits than JAX.
+/// jax.nn's order of operations with XLA's tanh; XLA's fusion rounds every other step on its own
+/// (no fused multiply-add), so 0.044715 x^3 is kept out of the add (special::unfused): fused, it
+/// moved results by up to millions of ulps where 1 + tanh cancels (x < -4).
 struct gelu_tanh {
   template <class T> static constexpr bool simd = detail::exact_batch<T>;
   template <class X> static X apply(X x) {
     namespace sp = tessera::detail::special;
     using V = tessera::detail::special::scalar_t<X>;
     V const k = static_cast<V>(0.79788456080286535588);  // np.sqrt(2 / np.pi).astype(dtype)
-    X const inner = X(k) * (x + X(static_cast<V>(0.044715)) * ((x * x) * x));
+    X const inner = X(k) * (x + sp::unfused(X(static_cast<V>(0.044715)) * ((x * x) * x)));
     X t;
     if constexpr (std::is_same_v<V, float>) t = sp::tanh_f32(inner);
     else t = sp::tanh(inner);
@@ -74,22 +75,30 @@ struct gelu_erf {
 template <class V>
 inline constexpr V exp_overflows = sizeof(V) == 4 ? V(104) : V(746);
 
-/// jax.nn.silu: x * sigmoid(x), sigmoid as 1 / (1 + exp(-x)) (XLA's expansion of lax.logistic).
+/// jax.nn.silu: x * sigmoid(x), sigmoid as 1 / (1 + exp(-x)) (XLA's expansion of lax.logistic);
+/// float32 with XLA's exp (JAX's bits), float64 with the C library's and xsimd's.
 struct silu {
-  template <class T> static constexpr bool simd = std::is_floating_point_v<T>;
+  template <class T> static constexpr bool simd = detail::exact_batch<T> || std::is_same_v<T, double>;
   template <class X> static X apply(X x) {
     using V = tessera::detail::special::scalar_t<X>;
-    if constexpr (detail::is_number<X>) return x * (V(1) / (V(1) + std::exp(-x)));
+    if constexpr (std::is_same_v<V, float>) return x * tessera::detail::special::logistic_f32(x);
+    else if constexpr (detail::is_number<X>) return x * (V(1) / (V(1) + std::exp(-x)));
     else return x * (X(V(1)) / (X(V(1)) + xsimd::exp(xsimd::max(xsimd::min(-x, X(exp_overflows<V>)), X(-exp_overflows<V>)))));
   }
 };
 
-/// jax.nn.softplus: logaddexp(x, 0) = max(x, 0) + log1p(exp(-|x|)), NaN for NaN.
+/// jax.nn.softplus: logaddexp(x, 0) = max(x, 0) + log1p(exp(-|x|)), x itself for NaN; float32 with
+/// XLA's exp and log1p (JAX's bits), float64 with the C library's and xsimd's.
 struct softplus {
-  template <class T> static constexpr bool simd = std::is_floating_point_v<T> && detail::batch_log_compiles;
+  template <class T> static constexpr bool simd =
+      detail::exact_batch<T> || (std::is_same_v<T, double> && detail::batch_log_compiles);
   template <class X> static X apply(X x) {
-    using V = tessera::detail::special::scalar_t<X>;
-    if constexpr (detail::is_number<X>) {
+    namespace sp = tessera::detail::special;
+    using V = sp::scalar_t<X>;
+    if constexpr (std::is_same_v<V, float>) {
+      X const r = sp::select(x > X(V(0)), x, X(V(0))) + random::detail::xla_log1p_f32(sp::exp_f32(-sp::fabs(x)));
+      return sp::select(x != x, x, r);
+    } else if constexpr (detail::is_number<X>) {
       if (x != x) return x;
       return (x > V(0) ? x : V(0)) + std::log1p(std::exp(-std::fabs(x)));
     } else {
@@ -120,11 +129,6 @@ auto gelu(X&& x) {
   if constexpr (Approximate) return detail::floating_function<op::gelu_tanh>(std::forward<X>(x));
   else return detail::floating_function<op::gelu_erf>(std::forward<X>(x));
 }
-/// An argument past which exp is inf (and -it, 0): xsimd's exp converts x / log(2) to an integer,
-/// undefined behaviour for |x| near 1e30, so its batches get no larger arguments.
-template <class V>
-inline constexpr V exp_overflows = sizeof(V) == 4 ? V(104) : V(746);
-
 /// jax.nn.silu: x * sigmoid(x).
 template <sharded_expression X>
 auto silu(X&& x) {
