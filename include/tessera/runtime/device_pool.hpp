@@ -442,7 +442,7 @@ TESSERA_LINKAGE void device_pool::run_task(std::span<int const> devices, void (*
   done->wait(caller_spin_);
   for (int d : devices)
     if (is_local(d)) slot_of(d - first_).active = false;
-  if (done->failed()) throw device_error(done->failures());
+  if (done->failed()) throw device_error(done->take_failures());
 }
 
 TESSERA_LINKAGE void device_pool::mark_devices(std::span<int const> devices) {

@@ -104,6 +104,15 @@ class dispatch_completion {
     return out;
   }
 
+  /// The devices that threw, moved out (once finished()): the waiting thread then owns the
+  /// exceptions it reads, and a device thread that lets go of the completion last frees none.
+  std::vector<device_error::failure> take_failures() {
+    std::vector<device_error::failure> out;
+    for (int d = 0; d < n_; ++d)
+      if (errors_[static_cast<std::size_t>(d)])
+        out.emplace_back(d + first_, std::exchange(errors_[static_cast<std::size_t>(d)], nullptr));
+    return out;
+  }
   /// Device `local` (0-based in the pool) threw `e`: called on that device's thread, before finish_one.
   void fail(int local, std::exception_ptr e) {
     errors_[static_cast<std::size_t>(local)] = std::move(e);
