@@ -263,7 +263,7 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
         return t;
       }();
       std::vector<unsigned long long> const st(start.begin(), start.end()), ct(count.begin(), count.end());
-      if (raw && run_bytes(file_shape, ct, sizeof(T)) >= raw_min_run) {
+      if (raw && raw_worthwhile(file_shape, ct, sizeof(T))) {
         int e = 0;
         for_each_run(file_shape, st, ct, sizeof(T), [&](std::uint64_t file, std::size_t mem, std::size_t bytes) {
           if (!e) e = raw_read(c.fd.get(), raw_base + file, reinterpret_cast<std::byte*>(buf.data()) + mem, bytes);

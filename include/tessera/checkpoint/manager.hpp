@@ -5,6 +5,12 @@
 // deletes the checkpoints beyond max_to_keep. wait() waits; destruction waits too, so no save in
 // flight is lost.
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -39,6 +45,9 @@ struct checkpoint_manager_options {
   /// saves every step never waits for the disk, and the checkpoints on disk are as new as the
   /// disk's speed allows. save(step, tree, /*force=*/true) waits in either case (the last step).
   bool skip_while_busy = false;
+  /// The nice value of the thread that writes in the background (Linux; 0 leaves it as the
+  /// training loop's): it then takes the CPU time the training loop leaves.
+  int background_nice = 19;
   /// How each checkpoint is written (checksums, progress).
   save_options save{};
 };
@@ -96,7 +105,10 @@ class checkpoint_manager {
       rethrow();
     } else if (!group.across()) {
       done_ = false;
-      worker_ = std::thread([this, job] { run(*job); });
+      worker_ = std::thread([this, job] {
+        lower_priority();
+        run(*job);
+      });
     } else {
       // Across processes the thread makes no MPI call (docs/checkpoints.md): HDF5's collective
       // part (the file, the datasets, the leaves that go through H5Dwrite) happens here, the
@@ -105,6 +117,7 @@ class checkpoint_manager {
       job->offsets = detail::begin_checkpoint(job->path, group, job->plans, options_.save, op);
       committing_ = job;
       worker_ = std::thread([this, job] {
+        lower_priority();
         try {
           job->error = detail::write_raw_leaves(detail::temporary_path(job->path), job->plans, job->offsets,
                                                 options_.save, job->path, "checkpoint_manager::save");
@@ -173,6 +186,16 @@ class checkpoint_manager {
     detail::checkpoint_group group;
     std::string path;
   };
+
+  /// The writing thread yields the cores to the training loop (Linux: nice is per thread): the
+  /// disk, not the CPU, sets its pace, and where the cores are all busy a step is not slowed by
+  /// HDF5's and the copies' CPU time (options.background_nice).
+  void lower_priority() const {
+#ifdef __linux__
+    if (options_.background_nice > 0)
+      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), options_.background_nice);
+#endif
+  }
 
   /// Whether a save is still being written, on this process or (agreed in one collective call
   /// from the thread that saves) on any process, so that all of them skip the step together.

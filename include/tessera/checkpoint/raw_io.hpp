@@ -35,8 +35,8 @@ inline std::size_t raw_align() {
   }();
   return unit;
 }
-/// Runs shorter than this go through HDF5 (its sieve buffer merges them): a pwrite per 512-byte
-/// row of a column-sharded matrix would cost more than it saves.
+/// Blocks of several runs shorter than this go through HDF5 (its sieve buffer merges them): a
+/// pwrite per 512-byte row of a column-sharded matrix would cost more than it saves.
 inline constexpr std::size_t raw_min_run = 64 * 1024;
 
 /// The bytes of one contiguous run of a block of a row-major array of `shape` (element size es):
@@ -48,6 +48,18 @@ inline std::size_t run_bytes(std::vector<unsigned long long> const& shape, std::
   while (inner > 0 && count[inner - 1] == shape[inner - 1]) bytes *= static_cast<std::size_t>(shape[--inner]);
   if (inner > 0) bytes *= static_cast<std::size_t>(count[inner - 1]);
   return bytes;
+}
+
+/// Whether a block's runs are worth one pwrite or pread each: one run (a block of whole rows), or
+/// runs of raw_min_run bytes or more.
+inline bool raw_worthwhile(std::vector<unsigned long long> const& shape, std::vector<unsigned long long> const& count,
+                           std::size_t es) {
+  if (run_bytes(shape, count, es) >= raw_min_run) return true;
+  std::size_t inner = shape.size();
+  while (inner > 0 && count[inner - 1] == shape[inner - 1]) --inner;
+  for (std::size_t i = 0; i + 1 < inner; ++i)
+    if (count[i] != 1) return false;
+  return true;
 }
 
 /// Calls f(file_byte_offset_in_dataset, memory_byte_offset_in_block, bytes) for each contiguous

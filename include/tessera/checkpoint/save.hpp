@@ -45,8 +45,8 @@ struct save_options {
   /// HDF5 allocated for them, then one fsync, instead of through H5Dwrite (and, across processes,
   /// MPI-IO's collective writes). HDF5 still writes all the metadata (collectively, across
   /// processes). Needs every process to see the file through POSIX calls (a local disk, NFS,
-  /// Lustre, GPFS). Not used for checksummed datasets, nor for blocks whose contiguous runs are
-  /// under 64 KiB (a column-sharded matrix with short rows), which go through H5Dwrite.
+  /// Lustre, GPFS). Not used for checksummed datasets, nor for blocks of several contiguous runs
+  /// under 64 KiB each (a column-sharded matrix with short rows), which go through H5Dwrite.
   bool direct_io = true;
   /// Called on every process after it has written each leaf (its dataset path): progress
   /// reports; tests use it to stop a process in the middle of a save.
@@ -184,7 +184,7 @@ inline bool writes_raw(leaf_plan const& p, save_options const& o) {
   if (!o.direct_io || o.checksum || p.shape.empty()) return false;
   for (auto c : p.chunk)
     if (c == 0) return false;
-  return run_bytes(p.shape, p.chunk, p.element_size) >= raw_min_run;
+  return raw_worthwhile(p.shape, p.chunk, p.element_size);
 }
 
 /// Creates leaf p's dataset and writes its blocks through H5Dwrite, or, where writes_raw, only
