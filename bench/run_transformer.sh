@@ -37,13 +37,14 @@ print([r["ms"] for r in rows if r.get("name") == "transformer_step"][0])')
 fi
 echo "layers (issue 32), $reps interleaved repetitions each, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$build/bench/bench_transformer_layers_bench" --benchmark_repetitions="$reps" --benchmark_format=json \
-    --benchmark_min_time=0.3 --benchmark_enable_random_interleaving=true | python3 -c '
+    --benchmark_min_time=0.3 --benchmark_enable_random_interleaving=true \
+    --benchmark_filter='_step' | python3 -c '
 import json, statistics, sys
 d = json.load(sys.stdin)
 runs = {}
 for b in d["benchmarks"]:
     if b.get("run_type") == "iteration":
-        runs.setdefault(b["run_name"], []).append(b["real_time"])
+        runs.setdefault(b["run_name"].split("/")[0], []).append(b["real_time"])
 med = {k: statistics.median(v) for k, v in runs.items()}
 for k, v in runs.items():
     print(f"{k}: median {med[k]:.2f} ms, min {min(v):.2f}, max {max(v):.2f} (spread {max(v) / min(v):.2f}x)")
@@ -51,4 +52,15 @@ hw, ly, la = "hand_written_step", "layered_step", "layered_adam_step"
 print(f"ratio layered / hand-written: {med[ly] / med[hw]:.3f} (medians), "
       f"{min(runs[ly]) / min(runs[hw]):.3f} (minima); target at most 1.05")
 print(f"ratio layered with biases and adam / hand-written: {med[la] / med[hw]:.3f} (medians)")'
+echo "paired (the two steps alternately, 40 pairs a repetition; the median of the per-pair ratios):"
+"$build/bench/bench_transformer_layers_bench" --benchmark_repetitions="$reps" --benchmark_format=json \
+    --benchmark_filter='^paired' | python3 -c '
+import json, statistics, sys
+d = json.load(sys.stdin)
+reps = [b for b in d["benchmarks"] if b.get("run_type") == "iteration"]
+for b in reps:
+    print("  hand-written %.2f ms, layered %.2f ms, ratio %.3f (quartiles %.3f-%.3f)"
+          % (b["hand_written_ms"], b["layered_ms"], b["ratio"], b["ratio_q1"], b["ratio_q3"]))
+print("ratio layered / hand-written, paired: %.3f (median of the repetitions; target at most 1.05)"
+      % statistics.median(b["ratio"] for b in reps))'
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
