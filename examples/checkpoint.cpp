@@ -44,6 +44,8 @@ struct params {
   W w;
   B b;
 };
+template <class W, class B>
+params(W, B) -> params<W, B>;  // clang before 17 deduces no aggregate's template arguments
 
 auto const loss_fn = [](auto const& p, auto const& x, auto const& y) {
   auto const d = tessera::matmul(x, p.w) + p.b - y;

@@ -7,12 +7,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -28,6 +31,11 @@
 #if TESSERA_HAS_HANA
 #include <boost/hana.hpp>
 #endif
+
+// LeakSanitizer (scripts/test's asan stage): HDF5 1.10 loses a few KiB on its error paths when it
+// reads the corrupted files below (17 blocks allocated inside libhdf5, none by tessera); those are
+// HDF5's, not checked here.
+extern "C" __attribute__((used)) char const* __lsan_default_suppressions() { return "leak:libhdf5\n"; }
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -55,6 +63,8 @@ struct layer_t {
   W w;
   B b;
 };
+template <class W, class B>
+layer_t(W, B) -> layer_t<W, B>;  // clang before 17 deduces no aggregate's template arguments
 
 xt::xtensor<float, 2> w_host() { return xt::reshape_view(xt::arange<float>(60.0f) * 0.25f - 3.0f, {6, 10}); }
 xt::xtensor<float, 1> b_host() { return xt::arange<float>(5.0f) + 100.0f; }
@@ -400,6 +410,23 @@ TEST_CASE("checkpoint_manager: saves in the background, keeps the newest max_to_
   auto const re = again.restore(6, layer_t{tessera::shape_dtype<float, 2>(tessera::named_sharding(m3, P<"z">{})),
                                            tessera::shape_dtype<float, 1>(tessera::named_sharding(m3, P<"z">{}))});
   CHECK(tessera_test::same_array(tessera::to_host(re.w), xt::xtensor<float, 2>(w_host() + 6.0f)));
+  // skip_while_busy: a save that finds the previous one still being written is skipped (the
+  // writer is held in on_leaf_written here), force waits for it.
+  {
+    std::atomic<bool> release{false};
+    tessera::checkpoint_manager_options o{.max_to_keep = 0, .skip_while_busy = true};
+    o.save.on_leaf_written = [&](std::string const&) {
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    tessera::checkpoint_manager busy{dir / "busy", o};
+    CHECK(busy.save(1, params_at(1)));
+    CHECK_FALSE(busy.save(2, params_at(2)));
+    release = true;
+    CHECK(busy.save(3, params_at(3), /*force=*/true));
+    busy.wait();
+    CHECK(busy.all_steps() == std::vector<std::int64_t>{1, 3});
+    CHECK(tessera_test::same_array(tessera::to_host(busy.restore(3, params_at(0)).w), xt::xtensor<float, 2>(w_host() + 3.0f)));
+  }
   // A failing background save throws from wait(), naming the file.
   fs::remove_all(dir);
   fs::create_directories(dir / "7.h5.tessera-tmp");  // a folder where the temporary file must go

@@ -45,8 +45,7 @@ struct save_options {
   /// HDF5 allocated for them, then one fsync, instead of through H5Dwrite (and, across processes,
   /// MPI-IO's collective writes). HDF5 still writes all the metadata (collectively, across
   /// processes). Needs every process to see the file through POSIX calls (a local disk, NFS,
-  /// Lustre, GPFS). Not used for checksummed datasets, nor for blocks of several contiguous runs
-  /// under 64 KiB each (a column-sharded matrix with short rows), which go through H5Dwrite.
+  /// Lustre, GPFS). Checksummed datasets go through H5Dwrite (chunked, filtered).
   bool direct_io = true;
   /// Called on every process after it has written each leaf (its dataset path): progress
   /// reports; tests use it to stop a process in the middle of a save.
@@ -180,11 +179,15 @@ inline std::string block_text(block_write const& b) {
 
 /// Whether leaf p's bytes are written by raw_writer (save_options::direct_io): decided from the
 /// sharding alone, so every process decides alike (the HDF5 calls that follow are collective).
+/// Short runs too (a column-sharded matrix's rows): they go through the page cache, which merges
+/// them, and H5Dwrite is then used for checksummed datasets only (a contiguous dataset's H5Dwrite
+/// that fails on a full disk leaves its sieve buffer dirty, the file cannot be closed, and HDF5
+/// crashes closing it at exit).
 inline bool writes_raw(leaf_plan const& p, save_options const& o) {
-  if (!o.direct_io || o.checksum || p.shape.empty()) return false;
+  if (!o.direct_io || o.checksum) return false;
   for (auto c : p.chunk)
     if (c == 0) return false;
-  return raw_worthwhile(p.shape, p.chunk, p.element_size);
+  return true;
 }
 
 /// Creates leaf p's dataset and writes its blocks through H5Dwrite, or, where writes_raw, only
