@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Checkpoint bandwidth against dd (conv=fsync), h5py and Orbax on one file system (issue 34).
-#   bench/run_checkpoint.sh BENCH_BINARY [DIR=/tmp/tessera_ckpt_bench] [MIB=1024]
-# BENCH_BINARY: checkpoint_bench built with a parallel HDF5 (build/bench/bench_checkpoint_bench).
-# Orbax runs where build/jax-venv has orbax-checkpoint (build/jax-venv/bin/pip install orbax-checkpoint).
-# Reads are from the page cache for every contender alike (dropping caches needs root and a VM).
+# Checkpoint speed against dd (conv=fsync), h5py and Orbax on one file system (issue 34).
+#   bench/run_checkpoint.sh BENCH_BINARY [DIR=/tmp/tessera_ckpt_bench] [MIB=1024] [REPEATS=5]
+# BENCH_BINARY: bench/checkpoint_bench.cpp built with a parallel HDF5, e.g.
+#   g++ -std=c++20 -O2 -march=native -DNDEBUG -Iinclude -I/usr/include/hdf5/openmpi \
+#       $(mpicxx --showme:compile) bench/checkpoint_bench.cpp -o checkpoint_bench \
+#       -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi/lib -lhdf5 $(mpicxx --showme:link) -lopenblas
+# It runs dd itself, alternated with tessera (the ratios of the pairs: on a shared machine a
+# separate dd run measures another load). Orbax runs where build/jax-venv has orbax-checkpoint
+# (build/jax-venv/bin/pip install orbax-checkpoint).
 set -euo pipefail
-BIN=${1:?usage: run_checkpoint.sh BENCH_BINARY [DIR] [MIB]}
+BIN=${1:?usage: run_checkpoint.sh BENCH_BINARY [DIR] [MIB] [REPEATS]}
 DIR=${2:-/tmp/tessera_ckpt_bench}
 MIB=${3:-1024}
+REPEATS=${4:-5}
 mkdir -p "$DIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-echo "== dd: write ${MIB} MiB with conv=fsync, then read it"
-for i in 1 2 3; do dd if=/dev/zero of="$DIR/dd.bin" bs=1M count="$MIB" conv=fsync 2>&1 | tail -1; done
-for i in 1 2 3; do dd if="$DIR/dd.bin" of=/dev/null bs=1M 2>&1 | tail -1; done
-rm -f "$DIR/dd.bin"
 echo "== tessera, 1 process x 8 devices"
-"$BIN" "$DIR" "$MIB" 3
+"$BIN" "$DIR" "$MIB" "$REPEATS"
 echo "== tessera, 2 processes x 4 devices (parallel HDF5, one file)"
-mpirun --oversubscribe --bind-to none -np 2 "$BIN" "$DIR" "$MIB" 3
+mpirun --oversubscribe --bind-to none -np 2 "$BIN" "$DIR" "$MIB" "$REPEATS"
 echo "== h5py: the gathered array written into one dataset (flush + fsync), then read"
 PY=/usr/bin/python3
 "$PY" - "$DIR" "$MIB" <<'PYEOF'

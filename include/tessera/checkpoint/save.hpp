@@ -49,7 +49,7 @@ struct save_options {
   bool direct_io = true;
   /// Called on every process after it has written each leaf (its dataset path): progress
   /// reports; tests use it to stop a process in the middle of a save.
-  std::function<void(std::string const& leaf)> on_leaf_written;
+  std::function<void(std::string const& leaf)> on_leaf_written{};
 };
 
 namespace detail {
