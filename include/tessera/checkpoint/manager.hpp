@@ -6,6 +6,8 @@
 // flight is lost.
 
 #ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -194,6 +196,11 @@ class checkpoint_manager {
 #ifdef __linux__
     if (options_.background_nice > 0)
       (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), options_.background_nice);
+    if (options_.background_nice >= 19) {
+      // SCHED_IDLE: no wake-up preemption of the device threads, whose slowest sets a step's end.
+      sched_param none{};
+      (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &none);
+    }
 #endif
   }
 
