@@ -48,7 +48,7 @@ struct checkpoint_manager_options {
   /// disk's speed allows. save(step, tree, /*force=*/true) waits in either case (the last step).
   bool skip_while_busy = false;
   /// The nice value of the thread that writes in the background (Linux; 0 leaves it as the
-  /// training loop's): it then takes the CPU time the training loop leaves.
+  /// training loop's; 19 adds SCHED_IDLE): it then takes the CPU time the training loop leaves.
   int background_nice = 19;
   /// How each checkpoint is written (checksums, progress).
   save_options save{};
@@ -90,16 +90,23 @@ class checkpoint_manager {
     auto job = std::make_shared<pending>();
     job->path = path_of(step).string();
     job->plans = detail::plan_tree(tree, job->path);
+    std::size_t k = 0;
     for (auto& p : job->plans) {
       for (auto& b : p.blocks) {  // the copy to host: the arrays may change as soon as save returns
         std::size_t bytes = p.element_size;
         for (auto c : b.count) bytes *= static_cast<std::size_t>(c);
-        auto host = std::make_unique_for_overwrite<std::byte[]>(bytes);
-        std::memcpy(host.get(), b.data, bytes);
-        b.data = host.get();
-        job->host.push_back(std::move(host));
+        // The previous save's buffers where they fit: a loop that saves every step pays no page faults.
+        host_buffer h;
+        if (k < spare_.size() && spare_[k].bytes == bytes) h = std::move(spare_[k]);
+        else h = {bytes, std::make_unique_for_overwrite<std::byte[]>(bytes)};
+        ++k;
+        std::memcpy(h.data.get(), b.data, bytes);
+        b.data = h.data.get();
+        job->host.push_back(std::move(h));
       }
     }
+    spare_.clear();
+    last_ = job;
     job->group = group;
     char const* const op = "checkpoint_manager::save";
     if (!options_.enable_async_checkpointing) {
@@ -126,7 +133,6 @@ class checkpoint_manager {
         } catch (std::exception const& e) {
           job->error = e.what();
         }
-        job->host.clear();
         job->done = true;
       });
     }
@@ -137,6 +143,7 @@ class checkpoint_manager {
   /// and throws its error, if it failed.
   void wait() {
     if (worker_.joinable()) worker_.join();
+    if (last_) spare_ = std::move(std::exchange(last_, nullptr)->host);
     if (auto job = std::exchange(committing_, nullptr)) {
       try {
         detail::finish_checkpoint(job->path, job->group, job->error, "checkpoint_manager::save");
@@ -179,9 +186,13 @@ class checkpoint_manager {
   std::filesystem::path const& directory() const { return dir_; }
 
  private:
+  struct host_buffer {
+    std::size_t bytes = 0;
+    std::unique_ptr<std::byte[]> data;
+  };
   struct pending {
     std::vector<detail::leaf_plan> plans;
-    std::vector<std::unique_ptr<std::byte[]>> host;
+    std::vector<host_buffer> host;
     std::vector<std::uint64_t> offsets;  // across processes: from begin_checkpoint
     std::string error;                   // across processes: the thread's, committed by wait()
     std::atomic<bool> done{false};
@@ -217,7 +228,6 @@ class checkpoint_manager {
   void run(pending& job) {
     try {
       detail::write_checkpoint(job.path, job.group, job.plans, options_.save, "checkpoint_manager::save");
-      job.host.clear();
       remove_old(job.group);
     } catch (...) {
       error_ = std::current_exception();
@@ -250,6 +260,8 @@ class checkpoint_manager {
   std::thread worker_;
   std::atomic<bool> done_{true};          // the one-thread save has finished
   std::shared_ptr<pending> committing_;   // across processes: written by the thread, not yet committed
+  std::shared_ptr<pending> last_;         // the save started last (its host buffers are reused)
+  std::vector<host_buffer> spare_;        // the host buffers of the save before, once written
   std::exception_ptr error_;
 };
 
