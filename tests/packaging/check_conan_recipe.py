@@ -216,7 +216,8 @@ def instance(cls, options=None, settings=None, dependencies=None):
     obj = cls()
     obj.dependencies = Dependencies(dependencies or {})
     obj.settings = settings or Settings()
-    obj.options = Options(options or {})
+    # Options not given take the recipe's defaults, as Conan does (with_hdf5, issue 34).
+    obj.options = Options({**getattr(cls, "default_options", {}), **(options or {})})
     obj.requires_calls = []
     obj.requires = lambda ref, **kw: obj.requires_calls.append((ref, kw))
     obj.info = Info()

@@ -113,7 +113,7 @@ class contraction : public detail::partial_sum_node<contraction<A, B>> {
   B const& rhs() const { return b_; }
 
  private:
-  friend detail::partial_sum_node<contraction>;
+  friend class detail::partial_sum_node<contraction>;
   sharding_type result_sharding() const { return sharding_type(mesh()); }
   void prepare_operands() const {
     detail::prepare(a_);

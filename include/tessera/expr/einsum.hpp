@@ -397,7 +397,7 @@ class einsum_product : public detail::partial_sum_node<einsum_product<A, B, L>> 
   mesh_type const& mesh() const { return *detail::mesh_of(a_); }
 
  private:
-  friend detail::partial_sum_node<einsum_product>;
+  friend class detail::partial_sum_node<einsum_product>;
   sharding_type result_sharding() const { return sharding_type(mesh()); }
   void prepare_operands() const {
     detail::prepare(a_);

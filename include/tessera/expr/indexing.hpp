@@ -435,7 +435,7 @@ class computed_partial : public detail::partial_sum_node<computed_partial<A, U>>
   mesh_type const& mesh() const { return st_->sharding.mesh(); }
 
  private:
-  friend detail::partial_sum_node<computed_partial>;
+  friend class detail::partial_sum_node<computed_partial>;
   sharding_type const& result_sharding() const { return st_->sharding; }
   void prepare_operands() const {}
   void plan_operands(std::vector<collective_event>& out) const {
