@@ -4,7 +4,13 @@
 // where they are summed, straight into the layout asked for: each destination
 // device combines the matching regions of its peers' partial blocks in place
 // (shared memory), so a replicated destination is an all-reduce and one sharded
-// over the partial axes a reduce-scatter, in one pass, with no staging copy.
+// over the partial axes a reduce-scatter, with no staging copy. Where every
+// contribution covers the destination block whole (the usual case), all of them
+// are folded in one pass (runtime/reduce_sources.hpp: each read once, the block
+// written once), and the devices of one process that hold the same block split it:
+// each sums a 1/m slice, then copies the other slices from its peers (a
+// reduce-scatter and an all-gather in shared memory). Every element is still
+// combined in device order, so the bits are those of the pairwise loop before.
 
 #include <algorithm>
 #include <array>
@@ -25,6 +31,7 @@
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/fnv1a.hpp"
+#include "tessera/runtime/reduce_sources.hpp"
 
 namespace tessera::detail {
 
@@ -75,6 +82,17 @@ struct partial_sum {
     }
   };
   std::vector<split_row> split_rows;  // by row; empty unless split
+
+  /// A block several devices of this process hold in the result (a replicated result): each of
+  /// them sums a slice of it (`members[r]` the r-th of m), share() copies the others' slices.
+  struct shared_block {
+    std::vector<std::size_t> members;  // target positions, in order
+    std::vector<T const*> srcs;        // the contributions, each the block whole and contiguous
+    std::size_t count = 0;
+  };
+  static constexpr std::size_t not_shared = static_cast<std::size_t>(-1);
+  std::vector<shared_block> shared;   // empty unless some block is shared
+  std::vector<std::size_t> shared_of; // by target position: its index in shared, or not_shared
 
   partial_sum(device_pool& pool_, shape_t<N> const& shape_, block_layout<N> from_, block_layout<N> to_,
               std::vector<std::size_t> row_, std::vector<T const*> data_, dim_spec const& unreduced, reduce_op op_)
@@ -285,12 +303,85 @@ struct partial_sum {
     }
   }
 
+  /// In one process: the blocks of at least `min_bytes` that several target positions hold
+  /// (same block, same row: they sum the same contributions), each to be summed in slices.
+  void plan_shared(std::size_t min_bytes = 32 * 1024) {
+    if (pool.spans_processes(std::span<int const>(from.ids)) || pool.spans_processes(std::span<int const>(to.ids)))
+      return;
+    std::size_t const n = to.ids.size();
+    std::vector<shared_block> found;
+    std::vector<std::size_t> of(n, not_shared);
+    std::vector<T const*> srcs;
+    for (std::size_t t = 0; t < n; ++t) {
+      auto const& tb = to.blocks[t];
+      std::size_t const count = element_count(block_shape(tb));
+      if (count * sizeof(T) < min_bytes) continue;
+      for (std::size_t i = 0; i < found.size() && of[t] == not_shared; ++i) {
+        std::size_t const u = found[i].members.front();
+        if (row[u] == row[t] && to.blocks[u] == tb) {
+          found[i].members.push_back(t);
+          of[t] = i;
+        }
+      }
+      if (of[t] != not_shared || !whole_sources(t, tb, srcs)) continue;
+      of[t] = found.size();
+      found.push_back({{t}, srcs, count});
+    }
+    // A block held once is summed whole by fill; the indices of the others renumbered.
+    std::vector<std::size_t> renumber(found.size(), not_shared);
+    for (std::size_t i = 0; i < found.size(); ++i)
+      if (found[i].members.size() >= 2) {
+        renumber[i] = shared.size();
+        shared.push_back(std::move(found[i]));
+      }
+    if (shared.empty()) return;
+    for (auto& i : of)
+      if (i != not_shared) i = renumber[i];
+    shared_of = std::move(of);
+  }
+
+  /// After fill: each device of a shared block copies the slices its peers summed (`dst_data[t]`
+  /// the result's block at target position t), on its own thread.
+  void share(std::vector<T*> const& dst_data) const {
+    if (shared.empty()) return;
+    std::vector<int> ids;
+    std::vector<std::size_t> pos_of(static_cast<std::size_t>(pool.global_size()), not_shared);
+    for (auto const& b : shared)
+      for (std::size_t t : b.members) {
+        ids.push_back(to.ids[t]);
+        pos_of[static_cast<std::size_t>(to.ids[t])] = t;
+      }
+    pool.run(std::span<int const>(ids), [&](int d) {
+      std::size_t const t = pos_of[static_cast<std::size_t>(d)];
+      shared_block const& b = shared[shared_of[t]];
+      std::size_t const m = b.members.size();
+      for (std::size_t r = 0; r < m; ++r) {
+        std::size_t const u = b.members[r];
+        if (u == t) continue;
+        slice const theirs = block_range(b.count, m, r);
+        std::copy(dst_data[u] + theirs.start, dst_data[u] + theirs.stop, dst_data[t] + theirs.start);
+      }
+    });
+  }
+
   /// Target position pos's block (`tb`, at `out`): its contributions combined.
   void fill(std::size_t pos, std::array<slice, N> const& tb, T* out) const {
     // Every device combines its contributions in the same order (device position), so every
     // copy of a replicated element has the same bits, as the runtime's all-reduce guarantees.
     if (!split_rows.empty() && split_rows[row[pos]].procs.size() >= 2) return fill_chunk(split_rows[row[pos]], out);
     std::size_t const count = element_count(block_shape(tb));
+    if (!shared_of.empty() && shared_of[pos] != not_shared) {
+      shared_block const& b = shared[shared_of[pos]];
+      std::size_t const r = static_cast<std::size_t>(std::find(b.members.begin(), b.members.end(), pos) - b.members.begin());
+      slice const mine = block_range(b.count, b.members.size(), r);
+      return reduce_sources(op, out + mine.start, b.srcs.data(), b.srcs.size(), mine.start, mine.size());
+    }
+    {
+      std::vector<T const*> srcs;
+      if (whole_sources(pos, tb, srcs)) return reduce_sources(op, out, srcs.data(), srcs.size(), 0, count);
+    }
+    // Contributions that cover part of the block, or lie strided in their partial blocks:
+    // combined region by region (in device order too).
     std::size_t q = 0;
     std::array<slice, N> region{}, sb{};
     T const* src = nullptr;
@@ -325,6 +416,23 @@ struct partial_sum {
                                          : reinterpret_cast<T const*>(kept.rows->staged.data() + r.staged[j]);
     };
     reduce_inputs<T>(part, r.qs.size(), op, out + r.lo, 0, r.hi - r.lo);  // in device order, as the runtime's all-reduce
+  }
+
+  /// Target position pos's contributions, when each covers its block `tb` whole as one
+  /// contiguous run (a partial block summed into the same block, or a reduce-scatter's rows of
+  /// it): their data, in device order, into `srcs`. False otherwise.
+  bool whole_sources(std::size_t pos, std::array<slice, N> const& tb, std::vector<T const*>& srcs) const {
+    srcs.clear();
+    std::size_t q = 0;
+    std::array<slice, N> region{}, sb{};
+    T const* src = nullptr;
+    while (next(pos, tb, q, region, sb, src)) {
+      if (!(region == tb)) return false;
+      auto const at = contiguous_offset(region, sb);
+      if (!at) return false;
+      srcs.push_back(src + *at);
+    }
+    return !srcs.empty();
   }
 
   /// The next contribution to target position pos's block from position q on: its region, the
@@ -395,10 +503,17 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
   device_pool& pool = *p.pool();
   return ending_job_on_failure(pool, pool.spans_processes(std::span<int const>(from.device_ids())),
                                "sum of partial results", [&] {
-    partial_sum<T, N> const sum(pool, shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
-                                local_block_data(p), unreduced, op);
+    partial_sum<T, N> sum(pool, shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
+                          local_block_data(p), unreduced, op);
+    sum.plan_shared();
     auto out = build_array<T, N, S2>(to, shape, "sum of partial results",
                                      [&sum](std::size_t pos, std::array<slice, N> const& tb, T* o) { sum.fill(pos, tb, o); });
+    if (!sum.shared.empty()) {
+      // out is new and this process's alone: each device completes its block from its peers'.
+      std::vector<T*> dst_data(to.device_ids().size(), nullptr);
+      for (std::size_t q = 0; q < dst_data.size(); ++q) dst_data[q] = const_cast<T*>(out.block_data(q));
+      sum.share(dst_data);
+    }
     if (!sum.split_rows.empty()) {
       // out is new and this process's alone: its blocks are written here, once.
       std::vector<T*> dst_data(to.device_ids().size(), nullptr);
