@@ -8,9 +8,6 @@
 #ifdef __linux__
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 #include <algorithm>
@@ -47,9 +44,6 @@ struct checkpoint_manager_options {
   /// saves every step never waits for the disk, and the checkpoints on disk are as new as the
   /// disk's speed allows. save(step, tree, /*force=*/true) waits in either case (the last step).
   bool skip_while_busy = false;
-  /// The nice value of the thread that writes in the background (Linux; 0 leaves it as the
-  /// training loop's; 19 adds SCHED_IDLE): it then takes the CPU time the training loop leaves.
-  int background_nice = 19;
   /// How each checkpoint is written (checksums, progress).
   save_options save{};
 };
@@ -142,6 +136,7 @@ class checkpoint_manager {
   /// manager.wait_until_finished(): waits for the save in flight (across processes, commits it)
   /// and throws its error, if it failed.
   void wait() {
+    restore_priority();
     if (worker_.joinable()) worker_.join();
     if (last_) spare_ = std::move(std::exchange(last_, nullptr)->host);
     if (auto job = std::exchange(committing_, nullptr)) {
@@ -200,17 +195,25 @@ class checkpoint_manager {
     std::string path;
   };
 
-  /// The writing thread yields the cores to the training loop (Linux: nice is per thread): the
-  /// disk, not the CPU, sets its pace, and where the cores are all busy a step is not slowed by
-  /// HDF5's and the copies' CPU time (options.background_nice).
+  /// With skip_while_busy the training loop never waits for the writing thread, which then runs at
+  /// SCHED_IDLE (Linux, per thread): it takes only the CPU time the cores leave and never preempts
+  /// a device thread (the slowest of which ends a step); the disk sets its pace anyway. With the
+  /// default policy the loop waits for it, so it keeps the loop's priority.
   void lower_priority() const {
 #ifdef __linux__
-    if (options_.background_nice > 0)
-      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), options_.background_nice);
-    if (options_.background_nice >= 19) {
-      // SCHED_IDLE: no wake-up preemption of the device threads, whose slowest sets a step's end.
+    if (options_.skip_while_busy) {
       sched_param none{};
       (void)::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &none);
+    }
+#endif
+  }
+  /// Before waiting for it: the writing thread back at the normal policy (allowed from SCHED_IDLE
+  /// within RLIMIT_NICE; where refused, the wait is only longer).
+  void restore_priority() {
+#ifdef __linux__
+    if (options_.skip_while_busy && worker_.joinable()) {
+      sched_param none{};
+      (void)::pthread_setschedparam(worker_.native_handle(), SCHED_OTHER, &none);
     }
 #endif
   }
