@@ -73,6 +73,27 @@ struct scale_by_adam_t : gradient_transformation<scale_by_adam_t> {
         ((m * r1) / (detail::sqrt(detail::fmadd(v, r2, er)) + e)).store_unaligned(u + i);
       });
     }
+    /// The fused form (transform.hpp's prepare protocol): the constants formed once per leaf and
+    /// device, then one batch at a time; the same operations as operator() above, so the same bits.
+    template <class T>
+    struct prepared {
+      detail::batch<T> c1, d1, c2, d2, r1, r2, e, er;
+      detail::batch<T> operator()(detail::batch<T> const& g, std::size_t i, T const*, T const* const* in,
+                                  T* const* out) const {
+        auto const m = detail::fmadd(g, c1, detail::load(in[0] + i) * d1);
+        auto const v = detail::fmadd(g * g, c2, detail::load(in[1] + i) * d2);
+        m.store_unaligned(out[0] + i);
+        v.store_unaligned(out[1] + i);
+        return (m * r1) / (detail::sqrt(detail::fmadd(v, r2, er)) + e);
+      }
+    };
+    template <class T>
+    prepared<T> prepare(std::size_t) const {
+      using B = detail::batch<T>;
+      return {B(static_cast<T>(1.0 - b1)), B(static_cast<T>(b1)), B(static_cast<T>(1.0 - b2)), B(static_cast<T>(b2)),
+              B(detail::inverse_bias_correction<T>(b1, t)), B(detail::inverse_bias_correction<T>(b2, t)),
+              B(static_cast<T>(eps)), B(static_cast<T>(eps_root))};
+    }
   };
   template <class G, class Tree, class P>
   step_t begin(G const&, scale_by_adam_state<Tree> const& s, P const&) const {

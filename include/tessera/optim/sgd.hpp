@@ -42,6 +42,21 @@ struct scale_t : gradient_transformation<scale_t>, detail::stateless {
         detail::fmadd(detail::load(u + i), s, detail::load(p + i)).store_unaligned(new_p + i);
       });
     }
+    /// The fused form (transform.hpp's prepare protocol): u·s, and p + u·s in one fma when applied.
+    template <class T>
+    struct prepared {
+      detail::batch<T> s;
+      detail::batch<T> operator()(detail::batch<T> const& u, std::size_t, T const*, T const* const*, T* const*) const {
+        return u * s;
+      }
+      detail::batch<T> apply(detail::batch<T> const& u, std::size_t i, T const* p, T const* const*, T* const*) const {
+        return detail::fmadd(u, s, detail::load(p + i));
+      }
+    };
+    template <class T>
+    prepared<T> prepare(std::size_t) const {
+      return {detail::batch<T>(static_cast<T>(step_size))};
+    }
   };
   template <class G, class S, class P>
   step_t begin(G const&, S const&, P const&) const {

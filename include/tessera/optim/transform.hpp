@@ -239,6 +239,33 @@ void kernel_apply(Step const& step, std::size_t leaf, T* u, T const* p, T const*
   }
 }
 
+/// Whether a step has the fused form: `step.prepare<T>(leaf)` gives a function of one batch,
+/// `f(u, i, p, in, out)`, returning the update from u (the previous part's update, at first the
+/// gradient) at element i and writing its slots' new values there; and optionally
+/// `f.apply(u, i, p, in, out)`, returning the new parameter instead (scale's fma). update_leaf then
+/// runs the whole chain in one loop, in registers: each element of g, p and the slots loaded once,
+/// each output stored once, no buffer in between.
+template <class S, class T>
+concept preparable = requires(S const& s) { s.template prepare<T>(std::size_t{}); };
+template <class T, class Tuple>
+inline constexpr bool all_preparable = false;
+template <class T, class... S>
+inline constexpr bool all_preparable<T, std::tuple<S...>> = (preparable<S, T> && ...);
+
+/// A prepared function's new parameter: its own apply where it has one, else p + its update.
+template <class F, class T>
+batch<T> prepared_apply(F const& f, batch<T> const& u, std::size_t i, T const* p, T const* const* in, T* const* out) {
+  if constexpr (requires { f.apply(u, i, p, in, out); }) return f.apply(u, i, p, in, out);
+  else return batch<T>::load_unaligned(p + i) + f(u, i, p, in, out);
+}
+
+/// The new parameter from the gradient g: a chain's apply_update, or one prepared function's.
+template <class F, class T>
+batch<T> fused_apply(F const& f, batch<T> const& g, std::size_t i, T const* p, T const* const* in, T* const* out) {
+  if constexpr (requires { f.apply_update(g, i, p, in, out); }) return f.apply_update(g, i, p, in, out);
+  else return prepared_apply(f, g, i, p, in, out);
+}
+
 /// One leaf's update: the chain's kernel over every block of leaf I, in chunks that stay in
 /// cache. Writes the new slot blocks and the update (Apply: the parameter plus the update).
 template <bool Apply, bool Donate, std::size_t I, class X, class Step, class G, class P, class SlotLeaves>
@@ -260,7 +287,42 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
     ((slot_arrays[k] = &std::get<I>(std::get<k>(slot_leaves))), ...);
   }(std::make_index_sequence<K>{});
   for (std::size_t k = 0; k < K; ++k) check_leaf(p, *slot_arrays[k], I, "optimizer state");
-  auto kernel = [&](std::size_t pos, std::size_t n, std::array<T*, K + 1> const& outs) {
+  // The fused form: one loop over the block, everything in registers (see preparable).
+  auto fused = [&](std::size_t pos, std::size_t n, auto const& outs) {  // generic: instantiated only if called
+    using B = batch<T>;
+    constexpr std::size_t W = B::size;
+    auto const f = step.template prepare<T>(I);
+    T const* const gb = g.block_data(pos);
+    T const* const pb = p.block_data(pos);
+    std::array<T const*, K + 1> in{};  // + 1: never empty
+    for (std::size_t k = 0; k < K; ++k) in[k] = slot_arrays[k]->block_data(pos);
+    std::array<T*, K + 1> const o = outs;
+    T* const dst = outs[K];
+    std::size_t const body = n - n % W;
+    for (std::size_t i = 0; i < body; i += W) {
+      B const gv = B::load_unaligned(gb + i);
+      if constexpr (Apply) fused_apply(f, gv, i, pb, in.data(), o.data()).store_unaligned(dst + i);
+      else f(gv, i, pb, in.data(), o.data()).store_unaligned(dst + i);
+    }
+    if (std::size_t const rest = n - body; rest != 0) {
+      // The last elements, fewer than a batch, in zero-padded batches (the same instructions).
+      alignas(64) T tg[W] = {}, tp[W] = {}, ti[K + 1][W] = {}, to[K + 1][W] = {};
+      std::memcpy(tg, gb + body, rest * sizeof(T));
+      std::memcpy(tp, pb + body, rest * sizeof(T));
+      std::array<T const*, K + 1> i{};
+      std::array<T*, K + 1> t{};
+      for (std::size_t k = 0; k < K; ++k) {
+        std::memcpy(ti[k], in[k] + body, rest * sizeof(T));
+        i[k] = ti[k], t[k] = to[k];
+      }
+      B const gv = B::load_unaligned(tg);
+      B const r = Apply ? fused_apply(f, gv, 0, tp, i.data(), t.data()) : f(gv, 0, tp, i.data(), t.data());
+      for (std::size_t k = 0; k < K; ++k) std::memcpy(outs[k] + body, to[k], rest * sizeof(T));
+      r.store_unaligned(tg);
+      std::memcpy(dst + body, tg, rest * sizeof(T));
+    }
+  };
+  auto chunked = [&](std::size_t pos, std::size_t n, std::array<T*, K + 1> const& outs) {
     constexpr std::size_t W = batch<T>::size;
     constexpr std::size_t chunk = 1024;  // 4 KiB of float32 per stream: all of them stay in L1
     T const* gb = g.block_data(pos);
@@ -296,6 +358,10 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
       for (std::size_t k = 0; k < K; ++k) std::memcpy(outs[k] + body, to[k], rest * sizeof(T));
       std::memcpy(outs[K] + body, Apply ? tn : tg, rest * sizeof(T));
     }
+  };
+  auto kernel = [&](std::size_t pos, std::size_t n, std::array<T*, K + 1> const& outs) {
+    if constexpr (preparable<Step, T>) fused(pos, n, outs);
+    else chunked(pos, n, outs);
   };
   if constexpr (Donate) {
     auto const into = [&]<std::size_t... k>(std::index_sequence<k...>) {
@@ -435,6 +501,41 @@ struct chain_t : gradient_transformation<chain_t<X...>> {
          ...);
       }(std::make_index_sequence<last>{});
       detail::kernel_apply(std::get<last>(steps), leaf, u, p, in + off, out + off, n, new_p);
+    }
+    /// The fused form (see detail::update_leaf): every part's prepared batch function, threaded.
+    template <class T, class Parts>
+    struct prepared {
+      Parts parts;
+      template <std::size_t J>
+      static constexpr std::size_t slot_offset() {
+        return []<std::size_t... I>(std::index_sequence<I...>) {
+          return (std::size_t{0} + ... + std::tuple_element_t<I, std::tuple<X...>>::slots);
+        }(std::make_index_sequence<J>{});
+      }
+      detail::batch<T> operator()(detail::batch<T> u, std::size_t i, T const* p, T const* const* in,
+                                  T* const* out) const {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          ((u = std::get<I>(parts)(u, i, p, in + slot_offset<I>(), out + slot_offset<I>())), ...);
+        }(std::index_sequence_for<X...>{});
+        return u;
+      }
+      /// The update and new_p = p + u: the last part's own apply where it has one (scale's fma).
+      detail::batch<T> apply_update(detail::batch<T> u, std::size_t i, T const* p, T const* const* in,
+                                    T* const* out) const {
+        constexpr std::size_t last = sizeof...(X) - 1;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          ((u = std::get<I>(parts)(u, i, p, in + slot_offset<I>(), out + slot_offset<I>())), ...);
+        }(std::make_index_sequence<last>{});
+        return detail::prepared_apply(std::get<last>(parts), u, i, p, in + slot_offset<last>(), out + slot_offset<last>());
+      }
+    };
+    template <class T>
+      requires detail::all_preparable<T, Steps>
+    auto prepare(std::size_t leaf) const {
+      auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return std::make_tuple(std::get<I>(steps).template prepare<T>(leaf)...);
+      }(std::index_sequence_for<X...>{});
+      return prepared<T, decltype(parts)>{std::move(parts)};
     }
   };
 
