@@ -1,9 +1,11 @@
 #pragma once
 // tessera::save(path, tree): one HDF5 file, one dataset per leaf named by its tree path, holding
 // the global array; each device's block is written by its own process straight from the
-// device's memory, replicated blocks once (by the holder of replica 0, as Orbax does), and across
-// processes all of them write collectively into the one file through parallel HDF5 (MPI-IO). The
-// file is written under a temporary name and renamed once every process has finished, so a
+// device's memory, replicated blocks once (by the holder of replica 0, as Orbax does). Across
+// processes all of them create the one file's datasets collectively through parallel HDF5
+// (MPI-IO), then each writes its blocks' bytes at the offsets HDF5 allocated (checkpoint/raw_io.hpp;
+// through H5Dwrite, collectively, with the checksum or without direct_io). The file is written
+// under a temporary name and renamed once every process has finished, so a
 // crash or a kill in the middle leaves the previous checkpoint whole (docs/checkpoints.md).
 
 #include <fcntl.h>
