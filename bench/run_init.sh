@@ -41,8 +41,8 @@ for line in open(sys.argv[2]):
     j = json.loads(line)
     jax[j["name"]] = j["all_ms"]
 def fmt(v):
-    return f"{min(v):.2f} ({min(v):.2f}-{max(v):.2f})"
-print("| init, 8 devices (2 x 4) | tessera ms, best (range) | Flax jit(init, out_shardings) ms, best (range) | tessera / Flax |")
+    return f"{min(v):.2f} (max {max(v):.2f})"
+print("| init, 8 devices (2 x 4) | tessera ms, best (max) | Flax jit(init, out_shardings) ms, best (max) | tessera / Flax |")
 print("|---|---:|---:|---:|")
 for name, v in cpp.items():
     j = jax.get(name)
