@@ -151,6 +151,20 @@ int main(int argc, char** argv) {
       check(std::get<0>(r), 2, 0);
       check(std::get<1>(r).second, 2, 2);
     }
+    // skip_while_busy across processes: the processes agree on which steps they skip (else their
+    // collective calls would not match and the job would hang); the forced last step is saved.
+    {
+      tessera::checkpoint_manager mgr{dir + "/skip", {.max_to_keep = 0, .skip_while_busy = true}};
+      int taken = 0;
+      for (int step = 1; step <= 12; ++step) taken += mgr.save(step, make_tree(step, devices), step == 12) ? 1 : 0;
+      mgr.wait();
+      auto const steps = mgr.all_steps();
+      EXPECT(static_cast<int>(steps.size()) == taken);
+      EXPECT(!steps.empty() && steps.back() == 12);
+      auto const r = mgr.restore(12, a);
+      check(std::get<0>(r), 12, 0);
+      check(std::get<1>(r).second, 12, 2);
+    }
   } else if (mode == "load") {
     load_and_check(path, 1, devices);
     // The save that was killed left its temporary file; the checkpoint itself is A.

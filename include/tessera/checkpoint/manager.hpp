@@ -68,6 +68,7 @@ class checkpoint_manager {
     } catch (std::exception const& e) {
       std::fprintf(stderr, "tessera::checkpoint_manager: the last save failed: %s\n", e.what());
     }
+    drop_busy_sample();
   }
 
   /// manager.save(step, tree, force=False): copies this process's blocks of `tree` to host memory
@@ -78,7 +79,41 @@ class checkpoint_manager {
   template <class Tree>
   bool save(std::int64_t step, Tree const& tree, bool force = false) {
     auto group = detail::current_checkpoint_group();
-    if (options_.skip_while_busy && !force && busy(group)) return false;
+    if (options_.skip_while_busy) {
+      // Across processes the agreement on "busy" is the one posted at the end of the last call
+      // (a nonblocking MPI_Iallreduce): no blocking collective in a step that skips.
+      bool const any_busy = busy(group);
+      struct post_sample {
+        checkpoint_manager& m;
+        detail::checkpoint_group const& g;
+        ~post_sample() { m.post_busy_sample(g); }
+      } const post{*this, group};
+      if (any_busy && !force) return false;
+      return start_save(step, tree, group);
+    }
+    return start_save(step, tree, group);
+  }
+
+  /// manager.wait_until_finished(): waits for the save in flight (across processes, commits it)
+  /// and throws its error, if it failed.
+  void wait() {
+    restore_priority();
+    if (worker_.joinable()) worker_.join();
+    if (last_) spare_ = std::move(std::exchange(last_, nullptr)->host);
+    if (auto job = std::exchange(committing_, nullptr)) {
+      try {
+        detail::finish_checkpoint(job->path, job->group, job->error, "checkpoint_manager::save");
+        remove_old(job->group);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }
+    rethrow();
+  }
+
+ private:
+  template <class Tree>
+  bool start_save(std::int64_t step, Tree const& tree, detail::checkpoint_group const& group) {
     wait();
     if (auto latest = latest_step(); latest && step <= *latest) return false;
     auto job = std::make_shared<pending>();
@@ -133,23 +168,7 @@ class checkpoint_manager {
     return true;
   }
 
-  /// manager.wait_until_finished(): waits for the save in flight (across processes, commits it)
-  /// and throws its error, if it failed.
-  void wait() {
-    restore_priority();
-    if (worker_.joinable()) worker_.join();
-    if (last_) spare_ = std::move(std::exchange(last_, nullptr)->host);
-    if (auto job = std::exchange(committing_, nullptr)) {
-      try {
-        detail::finish_checkpoint(job->path, job->group, job->error, "checkpoint_manager::save");
-        remove_old(job->group);
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-    }
-    rethrow();
-  }
-
+ public:
   /// manager.latest_step(): the newest step saved and committed, or none.
   std::optional<std::int64_t> latest_step() const {
     auto s = all_steps();
@@ -220,11 +239,44 @@ class checkpoint_manager {
 
   /// Whether a save is still being written, on this process or (agreed in one collective call
   /// from the thread that saves) on any process, so that all of them skip the step together.
-  bool busy(detail::checkpoint_group const& g) const {
-    bool const here = worker_.joinable() && !(committing_ ? committing_->done.load() : done_.load());
-    if (!g.across()) return here;
+  bool busy(detail::checkpoint_group const& g) {
+    if (!g.across()) return busy_here();
+#ifdef H5_HAVE_PARALLEL
     auto const lock = g.lock();
-    return detail::max_over_processes(g, here ? 1 : 0) != 0;
+    if (sample_.pending) {  // posted at the end of the last save(): all processes sampled then
+      MPI_Wait(&sample_.request, MPI_STATUS_IGNORE);
+      sample_.pending = false;
+      if (sample_.comm == g.comm) return sample_.any != 0;
+    }
+#endif
+    return detail::max_over_processes(g, busy_here() ? 1 : 0) != 0;
+  }
+  bool busy_here() const {
+    return worker_.joinable() && !(committing_ ? committing_->done.load() : done_.load());
+  }
+  /// The next call's answer to busy(), across processes: each process's state now, reduced without
+  /// blocking (every process calls save() at the same points, so the collectives match). A save in
+  /// flight now that finishes before the next call still counts as busy then: the step is skipped.
+  void post_busy_sample(detail::checkpoint_group const& g) noexcept {
+#ifdef H5_HAVE_PARALLEL
+    if (!g.across() || sample_.pending) return;
+    auto const lock = g.lock();
+    sample_.mine = busy_here() ? 1 : 0;
+    sample_.comm = g.comm;
+    sample_.pending =
+        MPI_Iallreduce(&sample_.mine, &sample_.any, 1, MPI_INT, MPI_MAX, g.comm, &sample_.request) == MPI_SUCCESS;
+#else
+    (void)g;
+#endif
+  }
+  /// Completes a posted sample (before MPI goes; the destructor).
+  void drop_busy_sample() noexcept {
+#ifdef H5_HAVE_PARALLEL
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (sample_.pending && !finalized) MPI_Wait(&sample_.request, MPI_STATUS_IGNORE);
+    sample_.pending = false;
+#endif
   }
 
   /// The whole save, in one thread (one process, or without async checkpointing).
@@ -265,6 +317,14 @@ class checkpoint_manager {
   std::shared_ptr<pending> committing_;   // across processes: written by the thread, not yet committed
   std::shared_ptr<pending> last_;         // the save started last (its host buffers are reused)
   std::vector<host_buffer> spare_;        // the host buffers of the save before, once written
+#ifdef H5_HAVE_PARALLEL
+  struct {
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int mine = 0, any = 0;
+    bool pending = false;
+  } sample_;                              // skip_while_busy across processes: see post_busy_sample
+#endif
   std::exception_ptr error_;
 };
 
