@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -233,6 +234,16 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
     H5Eclear2(H5E_DEFAULT);
   }
   std::vector<unsigned long long> const file_shape(dims.begin(), dims.end());
+  struct raw_block {
+    std::byte* data;
+    std::vector<unsigned long long> start, count;
+    std::string text;
+  };
+  std::vector<raw_block> raw_reads;  // read after the loop, in parallel
+  struct replica {
+    std::size_t to, from, n;
+  };
+  std::vector<replica> replicas;
   std::string error;
   for (std::size_t pos = 0; pos < ids.size(); ++pos) {
     if (!pool->is_local(ids[pos])) continue;
@@ -241,8 +252,8 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
     device_buffer<T> buf(n, device_buffer<T>::uninitialized, &pool->memory(ids[pos]));
     std::size_t k = 0;
     while (k < read_blocks.size() && read_blocks[k] != b) ++k;
-    if (k < read_blocks.size()) {  // a replica of a block read already: copied, not read again
-      std::copy(buffers[read_pos[k]].data(), buffers[read_pos[k]].data() + n, buf.data());
+    if (k < read_blocks.size()) {  // a replica of a block read already: copied (after the reads), not read again
+      replicas.push_back({pos, read_pos[k], n});
     } else if (n > 0 && error.empty()) {
       h5_handle fspace(H5Scopy(space.get()), H5Sclose);
       h5_handle mspace;
@@ -264,13 +275,7 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
       }();
       std::vector<unsigned long long> const st(start.begin(), start.end()), ct(count.begin(), count.end());
       if (raw && raw_worthwhile(file_shape, ct, sizeof(T))) {
-        int e = 0;
-        for_each_run(file_shape, st, ct, sizeof(T), [&](std::uint64_t file, std::size_t mem, std::size_t bytes) {
-          if (!e) e = raw_read(c.fd.get(), raw_base + file, reinterpret_cast<std::byte*>(buf.data()) + mem, bytes);
-        });
-        if (e)
-          error = where_text(op, path, leaf) + "reading the block [" + blk_text + "] failed: " +
-                  (e < 0 ? std::string("the file ends before it (truncated)") : std::string(std::strerror(e)));
+        raw_reads.push_back({reinterpret_cast<std::byte*>(buf.data()), st, ct, blk_text});
       } else if (H5Dread(dset.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) {
         error = where_text(op, path, leaf) + "reading the block [" + blk_text + "] failed: the file is corrupted or truncated (HDF5: " +
                 hdf5_error_text() + ")";
@@ -280,6 +285,37 @@ array<T, N, S> load_leaf(open_checkpoint& c, std::string const& leaf, S const& s
     }
     buffers[pos] = std::move(buf);
   }
+  // The preads, one thread per core: a read from the page cache is a copy into memory, which one
+  // core does not saturate.
+  if (!raw_reads.empty() && error.empty()) {
+    std::vector<std::string> errors(raw_reads.size());
+    auto read_one = [&](std::size_t i) {
+      auto const& r = raw_reads[i];
+      int e = 0;
+      for_each_run(file_shape, r.start, r.count, sizeof(T), [&](std::uint64_t file, std::size_t mem, std::size_t bytes) {
+        if (!e) e = raw_read(c.fd.get(), raw_base + file, r.data + mem, bytes);
+      });
+      if (e)
+        errors[i] = where_text(op, path, leaf) + "reading the block [" + r.text + "] failed: " +
+                    (e < 0 ? std::string("the file ends before it (truncated)") : std::string(std::strerror(e)));
+    };
+    std::size_t const threads =
+        std::min<std::size_t>(raw_reads.size(), std::max(1u, std::thread::hardware_concurrency()));
+    if (threads <= 1) {
+      for (std::size_t i = 0; i < raw_reads.size(); ++i) read_one(i);
+    } else {
+      std::vector<std::thread> pool_threads;
+      for (std::size_t t = 0; t < threads; ++t)
+        pool_threads.emplace_back([&, t] {
+          for (std::size_t i = t; i < raw_reads.size(); i += threads) read_one(i);
+        });
+      for (auto& th : pool_threads) th.join();
+    }
+    for (auto const& e : errors)
+      if (!e.empty() && error.empty()) error = e;
+  }
+  for (auto const& [to, from, n] : replicas)
+    if (error.empty()) std::copy(buffers[from].data(), buffers[from].data() + n, buffers[to].data());
   if (!all_ok(c.group, error.empty()))
     throw checkpoint_error(error.empty() ? where_text(op, path, leaf) + "another process failed to read its blocks" : error);
   return array<T, N, S>(std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool, std::move(buffers)}));
