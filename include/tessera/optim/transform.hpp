@@ -288,10 +288,12 @@ auto update_leaf(Step const& step, G const& grads, P const& params, SlotLeaves c
   }(std::make_index_sequence<K>{});
   for (std::size_t k = 0; k < K; ++k) check_leaf(p, *slot_arrays[k], I, "optimizer state");
   // The fused form: one loop over the block, everything in registers (see preparable).
-  auto fused = [&](std::size_t pos, std::size_t n, auto const& outs) {  // generic: instantiated only if called
+  // A template whose body names `step` through S, so that clang too instantiates it only if called
+  // (for a step without prepare()).
+  auto fused = [&]<class S = Step>(std::size_t pos, std::size_t n, auto const& outs) {
     using B = batch<T>;
     constexpr std::size_t W = B::size;
-    auto const f = step.template prepare<T>(I);
+    auto const f = static_cast<S const&>(step).template prepare<T>(I);
     T const* const gb = g.block_data(pos);
     T const* const pb = p.block_data(pos);
     std::array<T const*, K + 1> in{};  // + 1: never empty
