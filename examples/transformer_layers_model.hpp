@@ -252,8 +252,8 @@ bool train_three_layouts(Mesh const& mesh, std::ostream& out, std::ostream& note
   bool ok = true;
   out << "step  data    tensor  FSDP    (Flax + optax)\n";
   for (std::size_t i = 0; i < steps; ++i) {
-    bool const row = close(dp[i], flax_dp[i]) & close(tp[i], flax_tp[i]) & close(fs[i], flax_fsdp[i]) &
-                     (std::abs(tp[i] - dp[i]) <= 1e-4 * dp[i]) & (std::abs(fs[i] - dp[i]) <= 1e-4 * dp[i]);
+    bool const row = close(dp[i], flax_dp[i]) && close(tp[i], flax_tp[i]) && close(fs[i], flax_fsdp[i]) &&
+                     (std::abs(tp[i] - dp[i]) <= 1e-4 * dp[i]) && (std::abs(fs[i] - dp[i]) <= 1e-4 * dp[i]);
     ok = ok && row;
     // Three decimals: no Flax loss lies within 5e-5 of a rounding boundary, so every build
     // prints the same text; the 1e-4 check is the test.
