@@ -113,7 +113,7 @@ int main() {
     auto const b_s = tessera::named_sharding(mesh4, P<none>{});
     auto const latest = mgr.latest_step().value();
     auto p = mgr.restore(latest, params{tessera::shape_dtype<float, 2>(w_s), tessera::shape_dtype<float, 1>(b_s)});
-    std::printf("restored step %lld: w %s\n", static_cast<long long>(latest), tessera::typeof(p.w).c_str());
+    std::printf("restored step %lld: w %s\n", static_cast<long long>(latest), tessera::type_of(p.w).c_str());
     auto const x4 = tessera::device_put(x_host, tessera::named_sharding(mesh4, P<"devices", none>{}));
     auto const y4 = tessera::device_put(y_host, tessera::named_sharding(mesh4, P<"devices", none>{}));
     double worst = 0;
