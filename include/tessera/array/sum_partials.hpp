@@ -306,8 +306,12 @@ struct partial_sum {
   /// In one process: the blocks of at least `min_bytes` that several target positions hold
   /// (same block, same row: they sum the same contributions), each to be summed in slices.
   void plan_shared(std::size_t min_bytes = 32 * 1024) {
-    if (pool.spans_processes(std::span<int const>(from.ids)) || pool.spans_processes(std::span<int const>(to.ids)))
-      return;
+    // Another process's mesh (devices[:4] of 2 processes x 4, seen from process 1) has nothing
+    // for this one to sum: only where every device is this process's.
+    auto const local = [this](std::vector<int> const& ids) {
+      return std::all_of(ids.begin(), ids.end(), [this](int d) { return pool.is_local(d); });
+    };
+    if (!local(from.ids) || !local(to.ids)) return;
     std::size_t const n = to.ids.size();
     std::vector<shared_block> found;
     std::vector<std::size_t> of(n, not_shared);
