@@ -177,7 +177,7 @@ tessera_jax::checks all_checks() {
   tessera_jax::checks cs;
   // The bounds are the measured maxima (JAX 0.12), the same in every build: in float32 erf, gelu,
   // silu and softplus follow XLA's own erf, tanh, exp and log1p (expr/special_math.hpp,
-  // random/erf_inv.hpp) step by step and are JAX's bits, and so are the float32 gradients of erf,
+  // expr/xla_log.hpp, random/erf_inv.hpp) step by step and are JAX's bits, and so are the float32 gradients of erf,
   // erfc, gelu, silu and softplus (JAX's own exp(-x^2), its transposed steps); erfc and gelu<false>
   // go through the C library's erfc where JAX has its own, and in float64 erf, silu and softplus
   // through the C library's (and xsimd's, on batches) erf, exp and log1p.

@@ -244,7 +244,7 @@ TEST_CASE("uniform in float32 and float64 matches JAX bit for bit", "[random][go
 }
 
 TEST_CASE("normal and truncated_normal match JAX bit for bit", "[random][golden]") {
-  // erf_inv's log1p and log are XLA's (random/erf_inv.hpp), and every fused multiply-add is where
+  // erf_inv's log1p and log are XLA's (expr/xla_log.hpp), and every fused multiply-add is where
   // XLA's is: the bits are JAX's in float32 and float64 (before, up to 3 ulps from the C library's log).
   std::uint64_t worst32 = 0, worst64 = 0, total = 0;
   for (auto const& c : golden()["normal"]) {

@@ -3,7 +3,7 @@
 // jax.nn.gelu, silu (swish) and softplus. Each is one element-wise node (it fuses with its
 // neighbours, keeps its operand's sharding and moves no data), computed as XLA computes it on
 // CPU where that is cheap to follow: in float32 erf, tanh, exp and log1p are XLA's own
-// (expr/special_math.hpp, random/erf_inv.hpp), so erf, gelu, silu and softplus give JAX's float32
+// (expr/special_math.hpp, expr/xla_log.hpp), so erf, gelu, silu and softplus give JAX's float32
 // bits; erfc, gelu<false> and the float64 forms go through the C library's erf, erfc, exp and
 // log1p and land within a few ulps (tests/jax/special_functions_golden_test.cpp measures them). Their gradients are in autodiff/special_rules.hpp, the same names on a device's
 // block in parallel/block_special.hpp and on a shard_map body's local tracers in
@@ -18,7 +18,7 @@
 
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/special_math.hpp"
-#include "tessera/random/erf_inv.hpp"  // XLA's float32 log1p
+#include "tessera/expr/xla_log.hpp"
 
 namespace tessera::op {
 
@@ -96,7 +96,7 @@ struct softplus {
     namespace sp = tessera::detail::special;
     using V = sp::scalar_t<X>;
     if constexpr (std::is_same_v<V, float>) {
-      X const r = sp::select(x > X(V(0)), x, X(V(0))) + random::detail::xla_log1p_f32(sp::exp_f32(-sp::fabs(x)));
+      X const r = sp::select(x > X(V(0)), x, X(V(0))) + sp::xla_log1p_f32(sp::exp_f32(-sp::fabs(x)));
       return sp::select(x != x, x, r);
     } else if constexpr (detail::is_number<X>) {
       if (x != x) return x;

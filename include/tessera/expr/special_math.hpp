@@ -2,7 +2,7 @@
 // The numbers behind tessera's special functions (expr/special_functions.hpp) and jax.random's
 // truncated_normal: lax.erf and lax.tanh in float32 as XLA's CPU backend emits them (the rational
 // interpolants of Eigen, xla/service/llvm_ir/math_ops.cc EmitErfF32 and EmitFastTanh), on numbers
-// and on xsimd batches. Only <cmath> and the xsimd shim: random/erf_inv.hpp includes it too.
+// and on xsimd batches. Only <cmath> and the xsimd shim: expr/xla_log.hpp and random/erf_inv.hpp include it too.
 //
 // Each polynomial step is one fused multiply-add, as XLA emits llvm.fma (erf) or as LLVM contracts
 // a multiply and an add (tanh) on machines with FMA. The batch forms are used only where the
