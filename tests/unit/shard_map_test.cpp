@@ -567,6 +567,17 @@ TEST_CASE("shard_map errors name the values", "[shard_map][errors]") {
     REQUIRE_THROWS_WITH(g(xt::xtensor<float, 2>(xt::zeros<float>({3, 2}))),
                         Contains("split_axis 0 has size 3, which is not evenly divisible by the axis size 2"));
   }
+  SECTION("all_gather's axis, blocking and asynchronous") {
+    auto f = tessera::shard_map([](auto blk) { return tessera::all_gather<"x">(xt::xtensor<float, 1>(blk), 2); }, m,
+                                tessera::in_specs(P<"x">{}), tessera::out_specs(P<"x">{}));
+    REQUIRE_THROWS_WITH(f(xt::xtensor<float, 1>(xt::arange<float>(4.0f))),
+                        Contains("tessera::all_gather: axis 2 is out of range for a rank-1 value (0 to 1)"));
+    auto g = tessera::shard_map(
+        [](auto blk) { return tessera::all_gather_async<"x">(xt::xtensor<float, 1>(blk), 1, tessera::tiled).wait(); }, m,
+        tessera::in_specs(P<"x">{}), tessera::out_specs(P<"x">{}));
+    REQUIRE_THROWS_WITH(g(xt::xtensor<float, 1>(xt::arange<float>(4.0f))),
+                        Contains("tessera::all_gather_async(tiled): axis 1 is out of range for a rank-1 value (0 to 0)"));
+  }
   SECTION("ppermute pairs") {
     auto f = tessera::shard_map(
         [](auto blk) { return tessera::ppermute<"x">(blk, {{0, 1}, {1, 1}}); }, m, tessera::in_specs(P<"x">{}),

@@ -127,28 +127,17 @@ auto mpi_gather_async(V const& v, std::size_t axis) {
   if constexpr (N != 0)
     for (std::size_t i = 0; i < N; ++i) count *= static_cast<std::size_t>(v.shape()[i]);
   process_group const* pg = mpi_async_group<A...>(f, count * sizeof(T) * group_size<A...>("all_gather_async"), "all_gather_async");
-  if (pg == nullptr || (Tiled ? axis >= N : axis > N)) return result{};  // the blocking call reports a bad axis
+  if (pg == nullptr) return result{};
+  check_gather_axis<Tiled, N>(axis, "all_gather_async");
   auto in = make_input(v);
   collective_call<A...> c("all_gather_async", op_kind::all_gather);
   constexpr std::size_t R = Tiled ? N : N + 1;
-  shape_t<R> out_shape{};
-  if constexpr (Tiled) {
-    out_shape = in.shape;
-    out_shape[axis] = scaled_dimension(out_shape[axis], c.k(), in.shape, "all_gather_async");
-  } else {
-    for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? c.k() : in.shape[j++];
-  }
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, axis);
-  c.record("all-gather", in.count() * c.k() * sizeof(T));
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
-  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  auto const lay = begin_all_gather<Tiled, T>(c, in, axis, "all_gather_async");
+  std::size_t const outer = lay.outer, inner = lay.inner;
   std::size_t const k = c.k();
   mpi_inflight<T, R> s;
   s.in = hold_input(v, std::move(in));
-  s.out = make_result<T>(out_shape);
+  s.out = make_result<T>(lay.out_shape);
   if (outer != 1) s.scratch = std::shared_ptr<T[]>(new T[k * count]);
   process_async_op op;
   op.what = process_async_op::kind::all_gather;

@@ -140,26 +140,11 @@ auto gather_async(V&& v, std::size_t axis) {
   using T = std::remove_cv_t<typename value_traits<V>::type>;
   using Vma = result_vma<V, true, A...>;
   auto in = make_input(v);
-  if (Tiled ? axis >= N : axis > N)
-    throw std::invalid_argument(std::string(Tiled ? "tessera::all_gather_async(tiled)" : "tessera::all_gather_async") +
-                                ": axis " + std::to_string(axis) + " is out of range for a rank-" + std::to_string(N) +
-                                " value (0 to " + std::to_string(Tiled ? N - 1 : N) + ")");
+  check_gather_axis<Tiled, N>(axis, "all_gather_async");
   collective_call<A...> c("all_gather_async", op_kind::all_gather);
-  constexpr std::size_t R = Tiled ? N : N + 1;
-  shape_t<R> out_shape{};
-  if constexpr (Tiled) {
-    out_shape = in.shape;
-    out_shape[axis] = scaled_dimension(out_shape[axis], c.k(), in.shape, "all_gather_async");
-  } else {
-    for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? c.k() : in.shape[j++];
-  }
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, axis);
-  c.record("all-gather", in.count() * c.k() * sizeof(T));
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
-  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  auto const lay = begin_all_gather<Tiled, T>(c, in, axis, "all_gather_async");
+  auto const out_shape = lay.out_shape;
+  std::size_t const outer = lay.outer, inner = lay.inner;
   std::uint64_t const bytes = in.count() * c.k() * sizeof(T);
   auto s = start_on_team(c, hold_input(v, std::move(in)), "all-gather", bytes);
   return make_future([s = std::move(s), out_shape, outer, inner]() mutable {
@@ -216,38 +201,14 @@ auto exchange_async(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   using Vma = result_vma<V, false, A...>;
   auto in = make_input(v);
   collective_call<A...> c("all_to_all_async", op_kind::all_to_all);
-  std::size_t const k = c.k();
-  check_all_to_all(in.shape, split_axis, concat_axis, k, Tiled);
-  // As exchange() in collectives.hpp: untiled inserts a unit dimension at `concat`.
-  std::array<std::size_t, N + 1> shape{};
-  std::size_t rank = N;
-  std::copy(in.shape.begin(), in.shape.end(), shape.begin());
-  std::size_t split = split_axis, concat = concat_axis;
-  if (!Tiled && split != concat) {
-    if (split < concat) ++concat;
-    else ++split;
-    std::copy_backward(shape.begin() + static_cast<std::ptrdiff_t>(concat),
-                       shape.begin() + static_cast<std::ptrdiff_t>(N), shape.begin() + static_cast<std::ptrdiff_t>(N + 1));
-    shape[concat] = 1;
-    rank = N + 1;
-  }
-  std::array<std::size_t, N + 1> r = shape;
-  r[split] /= k;
-  r[concat] = scaled_dimension(r[concat], k, in.shape, "all_to_all_async");
-  shape_t<N> out_shape{};
-  for (std::size_t i = 0, j = 0; i < rank; ++i)
-    if (Tiled || split == concat || i != split) out_shape[j++] = r[i];
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
-  c.record("all-to-all", in.count() * sizeof(T));
+  auto const lay = begin_all_to_all<Tiled, T>(c, in, split_axis, concat_axis, "all_to_all_async");
   std::uint64_t const bytes = in.count() * sizeof(T);
   auto s = start_on_team(c, hold_input(v, std::move(in)), "all-to-all", bytes);
-  return make_future([s = std::move(s), out_shape, shape, rank, split, concat]() mutable {
-    auto out = make_result<T>(out_shape);
+  return make_future([s = std::move(s), lay]() mutable {
+    auto out = make_result<T>(lay.out_shape);
     s.template finish<T>("all_to_all_async", [&](auto const& in_of) {
-      exchange_inputs<T>(in_of, s.g.size(), s.g.rank, out.data(), std::span<std::size_t const>(shape.data(), rank),
-                         split, concat);
+      exchange_inputs<T>(in_of, s.g.size(), s.g.rank, out.data(), std::span<std::size_t const>(lay.shape.data(), lay.rank),
+                         lay.split, lay.concat);
     });
     return as_result<Vma>(std::move(out));
   });

@@ -347,6 +347,44 @@ auto pmean(V&& v) {
 }
 
 namespace detail {
+/// all_gather's axis, checked in the caller's words (`name`: all_gather, all_gather_async).
+template <bool Tiled, std::size_t N>
+void check_gather_axis(std::size_t axis, char const* name) {
+  if (Tiled ? axis >= N : axis > N)
+    throw std::invalid_argument("tessera::" + std::string(name) + (Tiled ? "(tiled)" : "") + ": axis " +
+                                std::to_string(axis) + " is out of range for a rank-" + std::to_string(N) +
+                                " value (0 to " + std::to_string(Tiled ? N - 1 : N) + ")");
+}
+
+/// An all_gather's result shape, and the products of the input's dimensions before `axis`
+/// (outer) and from it on (inner): the layout the gathered chunks are copied in.
+template <bool Tiled, std::size_t N>
+struct gather_layout {
+  shape_t<Tiled ? N : N + 1> out_shape{};
+  std::size_t outer = 1, inner = 1;
+};
+
+/// The blocking and the asynchronous all_gather's common start, on call c (its k devices) with
+/// input `in` (axis checked): the layout, c's signature, and the collective counted.
+template <bool Tiled, class T, class Call, class In>
+auto begin_all_gather(Call& c, In const& in, std::size_t axis, char const* name) {
+  constexpr std::size_t N = std::tuple_size_v<std::remove_cvref_t<decltype(in.shape)>>;
+  gather_layout<Tiled, N> lay;
+  if constexpr (Tiled) {
+    lay.out_shape = in.shape;
+    lay.out_shape[axis] = scaled_dimension(lay.out_shape[axis], c.k(), in.shape, name);
+  } else {
+    for (std::size_t i = 0, j = 0; i <= N; ++i) lay.out_shape[i] = i == axis ? c.k() : in.shape[j++];
+  }
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape, axis);
+  c.record("all-gather", in.count() * c.k() * sizeof(T));
+  for (std::size_t i = 0; i < axis; ++i) lay.outer *= in.shape[i];
+  for (std::size_t i = axis; i < N; ++i) lay.inner *= in.shape[i];
+  return lay;
+}
+
 /// all_gather, stacked (a new dimension of the group's size at `axis`) or Tiled (concatenated
 /// along `axis`): the same bytes, only the shape differs.
 template <bool Tiled, axis_name... A, class V>
@@ -356,31 +394,14 @@ auto gather(V&& v, std::size_t axis) {
   static_assert(!Tiled || N >= 1, "tessera::all_gather(x, axis, tiled): a scalar has no dimension to concatenate along");
   auto in = make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
-  if (Tiled ? axis >= N : axis > N)
-    throw std::invalid_argument(std::string(Tiled ? "tessera::all_gather(tiled)" : "tessera::all_gather") + ": axis " +
-                                std::to_string(axis) + " is out of range for a rank-" + std::to_string(N) +
-                                " value (0 to " + std::to_string(Tiled ? N - 1 : N) + ")");
+  check_gather_axis<Tiled, N>(axis, "all_gather");
   collective_call<A...> c("all_gather", op_kind::all_gather);
-  constexpr std::size_t R = Tiled ? N : N + 1;
-  shape_t<R> out_shape{};
-  if constexpr (Tiled) {
-    out_shape = in.shape;
-    out_shape[axis] = scaled_dimension(out_shape[axis], c.k(), in.shape, "all_gather");
-  } else {
-    for (std::size_t i = 0, j = 0; i <= N; ++i) out_shape[i] = i == axis ? c.k() : in.shape[j++];
-  }
-  auto out = make_result<T>(out_shape);
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, axis);
-  c.record("all-gather", in.count() * c.k() * sizeof(T));
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t i = 0; i < axis; ++i) outer *= in.shape[i];
-  for (std::size_t i = axis; i < N; ++i) inner *= in.shape[i];
+  auto const lay = begin_all_gather<Tiled, T>(c, in, axis, "all_gather");
+  auto out = make_result<T>(lay.out_shape);
   if (c.f.xp != nullptr) {
-    all_gather_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), outer, inner);
+    all_gather_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), lay.outer, lay.inner);
   } else {
-    all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), outer, inner);
+    all_gather(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), lay.outer, lay.inner);
   }
   return as_result<result_vma<V, true, A...>>(std::move(out));
 }
@@ -451,6 +472,46 @@ void check_all_to_all(shape_t<N> const& shape, std::size_t split, std::size_t co
                                 " (or pass tessera::tiled)");
 }
 
+/// An all_to_all's layout: the shape the tiled exchange runs on (the input's, with untiled's
+/// unit dimension inserted at `concat`; arrays, not vectors: a small all_to_all costs about a
+/// microsecond), its rank, the split and concat dimensions in it, and the result's shape.
+template <std::size_t N>
+struct exchange_layout {
+  std::array<std::size_t, N + 1> shape{};
+  std::size_t rank = N, split = 0, concat = 0;
+  shape_t<N> out_shape{};
+};
+
+/// The blocking and the asynchronous all_to_all's common start, on call c (its k devices) with
+/// input `in`: the arguments checked, the layout, c's signature, and the collective counted.
+template <bool Tiled, class T, class Call, class In>
+auto begin_all_to_all(Call& c, In const& in, std::size_t split_axis, std::size_t concat_axis, char const* name) {
+  constexpr std::size_t N = std::tuple_size_v<std::remove_cvref_t<decltype(in.shape)>>;
+  std::size_t const k = c.k();
+  check_all_to_all(in.shape, split_axis, concat_axis, k, Tiled);
+  exchange_layout<N> lay;
+  std::copy(in.shape.begin(), in.shape.end(), lay.shape.begin());
+  lay.split = split_axis, lay.concat = concat_axis;
+  if (!Tiled && lay.split != lay.concat) {
+    if (lay.split < lay.concat) ++lay.concat;
+    else ++lay.split;
+    std::copy_backward(lay.shape.begin() + static_cast<std::ptrdiff_t>(lay.concat),
+                       lay.shape.begin() + static_cast<std::ptrdiff_t>(N), lay.shape.begin() + static_cast<std::ptrdiff_t>(N + 1));
+    lay.shape[lay.concat] = 1;
+    lay.rank = N + 1;
+  }
+  std::array<std::size_t, N + 1> r = lay.shape;
+  r[lay.split] /= k;
+  r[lay.concat] = scaled_dimension(r[lay.concat], k, in.shape, name);
+  for (std::size_t i = 0, j = 0; i < lay.rank; ++i)
+    if (Tiled || lay.split == lay.concat || i != lay.split) lay.out_shape[j++] = r[i];
+  c.sig.count = in.count();
+  c.sig.dtype = dtype_code<T>();
+  c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
+  c.record("all-to-all", in.count() * sizeof(T));
+  return lay;
+}
+
 /// all_to_all, tiled or not. Untiled runs as JAX does it: a unit dimension is inserted for the
 /// chunks to land in, the tiled exchange runs, and the split dimension (now of size 1) is
 /// dropped. Unit dimensions do not move bytes, so only the shapes change.
@@ -462,39 +523,13 @@ auto exchange(V&& v, std::size_t split_axis, std::size_t concat_axis) {
   auto in = make_input(std::forward<V>(v));
   using T = std::remove_cv_t<std::remove_pointer_t<decltype(in.data)>>;
   collective_call<A...> c("all_to_all", op_kind::all_to_all);
-  std::size_t const k = c.k();
-  check_all_to_all(in.shape, split_axis, concat_axis, k, Tiled);
-  // The shape the tiled exchange runs on: the input's, with untiled's unit dimension inserted
-  // at `concat` (arrays, not vectors: a small all_to_all costs about a microsecond).
-  std::array<std::size_t, N + 1> shape{};
-  std::size_t rank = N;
-  std::copy(in.shape.begin(), in.shape.end(), shape.begin());
-  std::size_t split = split_axis, concat = concat_axis;
-  if (!Tiled && split != concat) {
-    if (split < concat) ++concat;
-    else ++split;
-    std::copy_backward(shape.begin() + static_cast<std::ptrdiff_t>(concat), shape.begin() + static_cast<std::ptrdiff_t>(N),
-                       shape.begin() + static_cast<std::ptrdiff_t>(N + 1));
-    shape[concat] = 1;
-    rank = N + 1;
-  }
-  std::array<std::size_t, N + 1> r = shape;
-  r[split] /= k;
-  r[concat] = scaled_dimension(r[concat], k, in.shape, "all_to_all");
-  shape_t<N> out_shape{};
-  for (std::size_t i = 0, j = 0; i < rank; ++i)
-    if (Tiled || split == concat || i != split) out_shape[j++] = r[i];
-  auto out = make_result<T>(out_shape);
-  c.sig.count = in.count();
-  c.sig.dtype = dtype_code<T>();
-  c.sig.param = hash_shape(in.shape, split_axis * 64 + concat_axis * 2 + (Tiled ? 1 : 0));
-  c.record("all-to-all", in.count() * sizeof(T));
+  auto const lay = begin_all_to_all<Tiled, T>(c, in, split_axis, concat_axis, "all_to_all");
+  auto out = make_result<T>(lay.out_shape);
+  std::span<std::size_t const> const shape(lay.shape.data(), lay.rank);
   if (c.f.xp != nullptr) {
-    all_to_all_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape.data(), rank),
-                                   split, concat);
+    all_to_all_across_processes<T>(c.f, c.g, c.sig, in.data, out.data(), shape, lay.split, lay.concat);
   } else {
-    all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), std::span<std::size_t const>(shape.data(), rank), split,
-               concat);
+    all_to_all(*c.f.t, c.f.pos, c.g, c.sig, in.data, out.data(), shape, lay.split, lay.concat);
   }
   return as_result<result_vma<V, false, A...>>(std::move(out));
 }
