@@ -283,6 +283,11 @@ TEST_CASE("collective_matmul on global arrays: both forms equal tessera::matmul 
   static_assert(std::is_same_v<std::remove_cvref_t<decltype(gathered.sharding().spec())>, P<"i", none>>);
   CHECK(same_array(tessera::to_host(gathered), want));
   CHECK(same_array(tessera::to_host(scattered), want));
+  // The same as an option of matmul.
+  auto const windowed = tessera::matmul(lhs_cols, rhs, tessera::windowed<"i">);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(windowed)>, std::remove_cvref_t<decltype(scattered)>>);
+  CHECK(same_array(tessera::to_host(windowed), want));
+  CHECK(same_array(tessera::to_host(tessera::matmul(lhs, rhs, tessera::windowed<"i">)), want));
   auto const odd = tessera::device_put(ints(16, 6, 2), rows);
   CHECK_THROWS_WITH(tessera::collective_matmul<"i">(odd, tessera::device_put(ints(6, 12, 3), rows)),
                     Contains("does not divide into 4 blocks"));

@@ -142,4 +142,19 @@ auto collective_matmul(L const& lhs, R const& rhs) {
                      out_specs(P<A, none>{}))(lhs, rhs);
 }
 
+/// matmul's option for the collective matmul along mesh axis A (XLA's windowed einsum, JAX's
+/// collective matmul): `tessera::matmul(lhs, rhs, tessera::windowed<"x">)`.
+template <axis_name A>
+struct windowed_t {};
+/// The value to pass: `tessera::windowed<"x">` (jax: the collective matmul of the shard_map tutorial).
+template <axis_name A>
+inline constexpr windowed_t<A> windowed{};
+
+/// jnp.matmul(lhs, rhs) decomposed as a collective matmul along A: collective_matmul<A>(lhs, rhs),
+/// the same layouts (lhs and rhs P(A, None), or lhs P(None, A) and rhs P(A, None)) and result P(A, None).
+template <axis_name A, class L, class R>
+auto matmul(L const& lhs, R const& rhs, windowed_t<A>) {
+  return collective_matmul<A>(lhs, rhs);
+}
+
 }  // namespace tessera
