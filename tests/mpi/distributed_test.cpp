@@ -25,18 +25,11 @@
 
 #include <tessera/tessera.hpp>
 
+#include "mpi_expect.hpp"
+
 namespace {
 
-int failures = 0;
-int rank_for_messages = -1;
-
-#define EXPECT(cond)                                                                              \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      ++failures;                                                                                 \
-      std::fprintf(stderr, "process %d: %s:%d: failed: %s\n", rank_for_messages, __FILE__, __LINE__, #cond); \
-    }                                                                                             \
-  } while (0)
+using tessera_mpi_test::failures;
 
 template <class F>
 std::string error_of(F f) {
@@ -522,7 +515,7 @@ int main(int argc, char** argv) {
     int world_rank = 0, world_size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    rank_for_messages = world_rank;
+    tessera_mpi_test::me = world_rank;
     {
       tessera::distributed::runtime rt{2};
       EXPECT(!rt.environment().initialised_here());
@@ -585,7 +578,7 @@ int main(int argc, char** argv) {
     int world_size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    rank_for_messages = world_rank;
+    tessera_mpi_test::me = world_rank;
     check_runtime(rt, world_rank, world_size);
     total = total_failures();
   }

@@ -24,18 +24,12 @@
 
 #include <tessera/tessera.hpp>
 
+#include "mpi_expect.hpp"
+
 namespace {
 
-int failures = 0;
-int me = -1;
-
-#define EXPECT(cond)                                                                                \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      ++failures;                                                                                   \
-      std::fprintf(stderr, "process %d: %s:%d: failed: %s\n", me, __FILE__, __LINE__, #cond);      \
-    }                                                                                               \
-  } while (0)
+using tessera_mpi_test::failures;
+using tessera_mpi_test::me;
 
 using tessera::none;
 using tessera::P;
