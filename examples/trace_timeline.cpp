@@ -69,6 +69,7 @@ int main() {
     auto b = tessera::device_put(xt::xtensor<float, 1>(xt::zeros<float>({std::size_t{1}})), b_sharding);
     std::tie(w, b) = train_step(w, b, x, yy);
     auto const w_host = tessera::to_host(w);
+    b.block_until_ready();  // the step's last update, queued (async dispatch): in the trace too
     t.stop();
     for (auto const& e : t.events()) {
       ++spans[e.category + " " + e.name];
