@@ -68,6 +68,18 @@ xt::xtensor<float, 2> iota(std::size_t r, std::size_t c, float from) {
   return h;
 }
 
+/// a @ b on the host, in double (the inputs' products and sums are exact in float here).
+xt::xtensor<float, 2> host_matmul(xt::xtensor<float, 2> const& a, xt::xtensor<float, 2> const& b) {
+  xt::xtensor<float, 2> c = xt::zeros<float>({a.shape()[0], b.shape()[1]});
+  for (std::size_t i = 0; i < a.shape()[0]; ++i)
+    for (std::size_t j = 0; j < b.shape()[1]; ++j) {
+      double sum = 0;
+      for (std::size_t k = 0; k < a.shape()[1]; ++k) sum += double(a(i, k)) * double(b(k, j));
+      c(i, j) = static_cast<float>(sum);
+    }
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("evaluation returns a future at once; a chain queues without waiting; readers wait", "[async]") {
@@ -101,6 +113,35 @@ TEST_CASE("evaluation returns a future at once; a chain queues without waiting; 
   for (auto const& sh : c.addressable_shards())
     for (std::size_t i = 0; i < sh.data.shape()[0]; ++i)
       CHECK(sh.data(i, 0) == want_c(sh.index[0].start + i, 0));
+}
+
+TEST_CASE("a matrix product and an einsum queue too; their partial sums wait for them", "[async][matmul]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const rows = tessera::named_sharding(mesh, P<"x", none>{});
+  auto const ha = iota(16, 8, 1.0f), hw = iota(8, 8, -3.0f);
+  auto const a = tessera::device_put(ha, rows);
+  auto const w = tessera::device_put(hw, tessera::named_sharding(mesh, P<none, none>{}));
+  a.block_until_ready();
+  w.block_until_ready();
+  xt::xtensor<float, 2> const want = host_matmul(ha, hw);
+  std::optional<decltype(tessera::eval(tessera::matmul(a, w) * 2.0f))> product;
+  std::optional<decltype(tessera::eval(tessera::einsum<"ij,jk->ik">(a, w)))> contracted;
+  {
+    gate g(rt.pool());
+    // Row-parallel: each device its own rows, no sum; the product and what reads it are queued.
+    product.emplace(tessera::eval(tessera::matmul(a, w) * 2.0f));
+    contracted.emplace(tessera::eval(tessera::einsum<"ij,jk->ik">(a, w)));
+    CHECK_FALSE(product->is_ready());
+    CHECK_FALSE(contracted->is_ready());
+  }  // the gate opens
+  CHECK(same_array(tessera::to_host(*product), xt::xtensor<float, 2>(want * 2.0f)));
+  CHECK(same_array(tessera::to_host(*contracted), want));
+  // Contracting over 'x' (partial sums, then their all-reduce): the sum reads the queued products.
+  tessera::array g = tessera::matmul(tessera::transpose(a), a * 0.5f);
+  xt::xtensor<float, 2> const gram = host_matmul(xt::xtensor<float, 2>(xt::transpose(ha)), xt::xtensor<float, 2>(ha * 0.5f));
+  CHECK(xt::amax(xt::abs(tessera::to_host(g) - gram))() < 1e-3f);
 }
 
 TEST_CASE("inputs the host drops stay alive for the work queued on them", "[async]") {

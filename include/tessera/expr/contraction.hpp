@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tessera/array/placement.hpp"
+#include "tessera/array/queued_build.hpp"
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/sharding_rules.hpp"
 #include "tessera/expr/evaluate.hpp"
@@ -130,8 +131,10 @@ class contraction : public detail::partial_sum_node<contraction<A, B>> {
     auto const bs = xb.shape();
     constexpr std::size_t KB = detail::rhs_contracting(RB);
     constexpr bool ka_sharded = !ta::spec[RA - 1].is_none(), kb_sharded = !tb::spec[KB].is_none();
-    return detail::build_array<value_type, rank, sharding_type>(
-        sharding_type(mesh()), shape_, "matmul", [&](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
+    // Queued (asynchronous dispatch) where the calling thread may queue: the task owns its
+    // operands (arrays share their blocks), and reading their blocks waits for them.
+    return detail::build_array_queued<value_type, rank, sharding_type>(
+        sharding_type(mesh()), shape_, "matmul", [xa, xb, as, bs](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
           auto const ab = xa.sharding().block(pos, as);
           auto const bb = xb.sharding().block(pos, bs);
           slice const kr = ka_sharded ? ab[RA - 1] : kb_sharded ? bb[KB] : slice{0, as[RA - 1]};
