@@ -128,8 +128,12 @@ TEST_CASE("a matrix product and an einsum queue too; their partial sums wait for
   xt::xtensor<float, 2> const want = host_matmul(ha, hw);
   std::optional<decltype(tessera::eval(tessera::matmul(a, w) * 2.0f))> product;
   std::optional<decltype(tessera::eval(tessera::einsum<"ij,jk->ik">(a, w)))> contracted;
+  std::optional<tessera::array<float, 3, tessera::named_sharding<tessera::mesh<"x">, P<"x", none, none>>>> split;
   {
     gate g(rt.pool());
+    // A reshape that keeps each device's rows (no communication) is queued as well.
+    split.emplace(tessera::reshape(a, {16, 2, 4}, P<"x", none, none>{}));
+    CHECK_FALSE(split->is_ready());
     // Row-parallel: each device its own rows, no sum; the product and what reads it are queued.
     product.emplace(tessera::eval(tessera::matmul(a, w) * 2.0f));
     contracted.emplace(tessera::eval(tessera::einsum<"ij,jk->ik">(a, w)));
@@ -138,6 +142,7 @@ TEST_CASE("a matrix product and an einsum queue too; their partial sums wait for
   }  // the gate opens
   CHECK(same_array(tessera::to_host(*product), xt::xtensor<float, 2>(want * 2.0f)));
   CHECK(same_array(tessera::to_host(*contracted), want));
+  CHECK(same_array(tessera::to_host(*split), xt::xtensor<float, 3>(xt::reshape_view(ha, {16, 2, 4}))));
   // Contracting over 'x' (partial sums, then their all-reduce): the sum reads the queued products.
   tessera::array g = tessera::matmul(tessera::transpose(a), a * 0.5f);
   xt::xtensor<float, 2> const gram = host_matmul(xt::xtensor<float, 2>(xt::transpose(ha)), xt::xtensor<float, 2>(ha * 0.5f));
