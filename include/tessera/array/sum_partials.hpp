@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -26,8 +28,10 @@
 #include "tessera/array/block_copy.hpp"
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
+#include "tessera/array/queued_build.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
 #include "tessera/runtime/fnv1a.hpp"
@@ -305,7 +309,7 @@ struct partial_sum {
 
   /// In one process: the blocks of at least `min_bytes` that several target positions hold
   /// (same block, same row: they sum the same contributions), each to be summed in slices.
-  void plan_shared(std::size_t min_bytes = 32 * 1024) {
+  void plan_shared(std::size_t min_bytes = 32 * 1024) {  // queued_sum::shared_min_bytes too
     // Another process's mesh (devices[:4] of 2 processes x 4, seen from process 1) has nothing
     // for this one to sum: only where every device is this process's.
     auto const local = [this](std::vector<int> const& ids) {
@@ -463,6 +467,41 @@ struct partial_sum {
   }
 };
 
+/// A sum of partial results queued on the devices (asynchronous dispatch), for the small sums
+/// whose every target block is under plan_shared's threshold (so each device sums its block
+/// whole, as the synchronous path does for them, with the same bits): the many small
+/// all-reduces of a training step, where the host's round trip costs more than the sum.
+template <class T, std::size_t N>
+class queued_sum {
+ public:
+  /// Whether a sum into `to` may be queued here: the calling thread queues on `pool` (one
+  /// process, asynchronous dispatch on) and no target block reaches plan_shared's 32 KiB.
+  template <class S2>
+  static bool fits(device_pool& pool, S2 const& to, shape_t<N> const& shape) {
+    if (!pool.queues_here()) return false;
+    for (std::size_t q = 0; q < to.device_ids().size(); ++q)
+      if (element_count(block_shape(to.block(q, shape))) * sizeof(T) >= shared_min_bytes) return false;
+    return true;
+  }
+  template <class Data>
+  queued_sum(device_pool& pool, shape_t<N> const& shape, block_layout<N> from, block_layout<N> to,
+             std::vector<std::size_t> row, dim_spec const& unreduced, reduce_op op, Data data)
+      : sum_(pool, shape, std::move(from), std::move(to), std::move(row), {}, unreduced, op), data_(std::move(data)) {}
+  /// Target position pos's block, on its device: the partial blocks' addresses are taken once,
+  /// by the first device (reading them waits for the queued work that writes them).
+  void fill(std::size_t pos, std::array<slice, N> const& tb, T* out) {
+    call_once(once_, [this] { sum_.data = data_(); });
+    sum_.fill(pos, tb, out);
+  }
+  /// plan_shared's threshold.
+  static constexpr std::size_t shared_min_bytes = 32 * 1024;
+
+ private:
+  partial_sum<T, N> sum_;
+  std::function<std::vector<T const*>()> data_;  // owns the partial array until the sum has run
+  std::once_flag once_;
+};
+
 /// f(), which computes partial results on mesh m's devices and sums them: where m spans
 /// processes, a failure on this process (computing its partial blocks, say) ends the job, as
 /// the other processes wait for it in the sum's exchange (ending_job_on_failure).
@@ -505,6 +544,15 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
       row[q] = row[q] * static_cast<std::size_t>(m.size(a)) + static_cast<std::size_t>(m.coordinate(q, a));
   }
   device_pool& pool = *p.pool();
+  if (queued_sum<T, N>::fits(pool, to, shape)) {
+    // Queued (asynchronous dispatch): the devices read the partial blocks when they run, after
+    // the work that writes them (queued before); the first one to run takes their addresses.
+    auto st = std::make_shared<queued_sum<T, N>>(pool, shape, layout_of(from, shape), layout_of(to, shape),
+                                                 std::move(row), unreduced, op,
+                                                 [p] { return local_block_data(p); });
+    return build_array_queued<T, N, S2>(to, shape, "sum of partial results",
+                                        [st](std::size_t pos, std::array<slice, N> const& tb, T* o) { st->fill(pos, tb, o); });
+  }
   return ending_job_on_failure(pool, pool.spans_processes(std::span<int const>(from.device_ids())),
                                "sum of partial results", [&] {
     partial_sum<T, N> sum(pool, shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
