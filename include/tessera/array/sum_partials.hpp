@@ -94,6 +94,8 @@ struct partial_sum {
     std::vector<T const*> srcs;        // the contributions, each the block whole and contiguous
     std::size_t count = 0;
   };
+  /// Below this many bytes a block is summed whole by each holder (splitting it costs more).
+  static constexpr std::size_t shared_min_bytes = 32 * 1024;
   static constexpr std::size_t not_shared = static_cast<std::size_t>(-1);
   std::vector<shared_block> shared;   // empty unless some block is shared
   std::vector<std::size_t> shared_of; // by target position: its index in shared, or not_shared
@@ -309,7 +311,7 @@ struct partial_sum {
 
   /// In one process: the blocks of at least `min_bytes` that several target positions hold
   /// (same block, same row: they sum the same contributions), each to be summed in slices.
-  void plan_shared(std::size_t min_bytes = 32 * 1024) {  // queued_sum::shared_min_bytes too
+  void plan_shared(std::size_t min_bytes = shared_min_bytes) {
     // Another process's mesh (devices[:4] of 2 processes x 4, seen from process 1) has nothing
     // for this one to sum: only where every device is this process's.
     auto const local = [this](std::vector<int> const& ids) {
@@ -480,7 +482,7 @@ class queued_sum {
   static bool fits(device_pool& pool, S2 const& to, shape_t<N> const& shape) {
     if (!pool.queues_here()) return false;
     for (std::size_t q = 0; q < to.device_ids().size(); ++q)
-      if (element_count(block_shape(to.block(q, shape))) * sizeof(T) >= shared_min_bytes) return false;
+      if (element_count(block_shape(to.block(q, shape))) * sizeof(T) >= partial_sum<T, N>::shared_min_bytes) return false;
     return true;
   }
   template <class Data>
@@ -493,9 +495,6 @@ class queued_sum {
     call_once(once_, [this] { sum_.data = data_(); });
     sum_.fill(pos, tb, out);
   }
-  /// plan_shared's threshold.
-  static constexpr std::size_t shared_min_bytes = 32 * 1024;
-
  private:
   partial_sum<T, N> sum_;
   std::function<std::vector<T const*>()> data_;  // owns the partial array until the sum has run
