@@ -149,6 +149,52 @@ TEST_CASE("a matrix product and an einsum queue too; their partial sums wait for
   CHECK(xt::amax(xt::abs(tessera::to_host(g) - gram))() < 1e-3f);
 }
 
+TEST_CASE("reductions queue, with the all-reduce over sharded axes; the bits of the synchronous mode", "[async][reduction]") {
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x", "y">({2, 2});
+  auto const s = tessera::named_sharding(mesh, P<"x", "y">{});
+  auto const h = iota(16, 8, -7.3f);
+  // Each reduction in one mode (the other mode's results are compared bit for bit below).
+  auto reduce_all = [&](bool async) {
+    dispatch_mode mode(async);
+    auto const a = tessera::device_put(h, s);
+    a.block_until_ready();
+    std::optional<gate> g;
+    if (async) g.emplace(rt.pool());
+    tessera::array s0 = tessera::sum<0>(a * 1.5f);         // over 'x': queued partial sums, then their sum
+    tessera::array m1 = tessera::mean<1>(a);               // over 'y': the mean divides after the sum
+    tessera::array mx = tessera::max<0, 1>(a);             // to a scalar, over both axes
+    tessera::array p0 = tessera::prod<0>(a * 0.01f + 1.0f);
+    tessera::array mk = tessera::mean<0>(a, tessera::keepdims);
+    if (async) {
+      CHECK_FALSE(s0.is_ready());
+      CHECK_FALSE(m1.is_ready());
+      CHECK_FALSE(mx.is_ready());
+      CHECK_FALSE(p0.is_ready());
+      CHECK_FALSE(mk.is_ready());
+      g->open();
+    }
+    return std::make_tuple(tessera::to_host(s0), tessera::to_host(m1), tessera::to_host(mx), tessera::to_host(p0),
+                           tessera::to_host(mk));
+  };
+  auto const [qs, qm, qx, qp, qk] = reduce_all(true);
+  auto const [ss, sm, sx, sp, sk] = reduce_all(false);
+  CHECK(same_array(qs, ss));
+  CHECK(same_array(qm, sm));
+  CHECK(same_array(qx, sx));
+  CHECK(same_array(qp, sp));
+  CHECK(same_array(qk, sk));
+  // Against the host's reductions (double sums; the values are exact enough for float).
+  xt::xtensor<float, 1> const want_s = xt::sum(xt::xtensor<double, 2>(xt::cast<double>(h) * 1.5), {0});
+  xt::xtensor<float, 1> const want_m = xt::mean(xt::xtensor<double, 2>(xt::cast<double>(h)), {1});
+  CHECK(xt::amax(xt::abs(qs - want_s))() < 1e-4f);
+  CHECK(xt::amax(xt::abs(qm - want_m))() < 1e-5f);
+  CHECK(qx() == xt::amax(h)());
+  xt::xtensor<float, 1> const want_p = xt::prod(xt::xtensor<double, 2>(xt::cast<double>(h) * 0.01 + 1.0), {0});
+  CHECK(xt::amax(xt::abs(qp - want_p) / xt::abs(want_p))() < 1e-5f);
+  CHECK(qk.shape()[0] == 1);
+}
+
 TEST_CASE("inputs the host drops stay alive for the work queued on them", "[async]") {
   dispatch_mode mode(true);
   auto const h = iota(32, 4, 0.5f);

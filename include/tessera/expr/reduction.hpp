@@ -245,13 +245,77 @@ class reduction : public expression_tag {
     return e;
   }
 
+  using in_sharding_type = named_sharding<mesh_type, detail::spec_type_t<in::spec>>;
+
+  /// The queued form of compute: the local reductions, then (`sum`) their combination over
+  /// `reduced_axes` by sum_partials, in device order as the all-reduce combines them; a mean
+  /// divides after that sum, as the synchronous path does, so both give the same bits.
+  array_type compute_queued(bool sum) const {
+    using V = value_type;
+    constexpr std::size_t N = in::rank;
+    constexpr std::size_t Q = N == 0 ? 1 : N;
+    constexpr bool is_mean = std::is_same_v<Op, op::mean>;
+    detail::prepare(a_);
+    shape_t<N> const in_shape = detail::shape_of(a_);
+    std::size_t reduced_count = 1;
+    for (std::size_t k : axes) reduced_count *= in_shape[k];
+    V const divisor = is_mean && !sum ? static_cast<V>(reduced_count) : V{1};
+    sharding_type const s(mesh());
+    auto local = detail::build_array_queued<V, rank, sharding_type>(
+        s, shape(), "reduction",
+        [a = a_, sin = in_sharding_type(mesh()), in_shape, divisor](std::size_t pos, std::array<slice, rank> const&, V* out) {
+          auto const rb = detail::eval_block<Q>(sin.block(pos, in_shape));
+          std::size_t const out_count = reduce_local(a, pos, rb, in_shape, out);
+          if constexpr (is_mean) {
+            if (divisor != V{1})
+              for (std::size_t i = 0; i < out_count; ++i) out[i] /= divisor;
+          }
+        });
+    if (!sum) return local;
+    auto summed = detail::sum_partials(local, reduced_axes, s, detail::runtime_op<Op>());
+    if constexpr (!is_mean) {
+      return summed;
+    } else {
+      V const c = static_cast<V>(reduced_count);
+      auto const out_shape = shape();
+      return detail::build_array_queued<V, rank, sharding_type>(
+          s, out_shape, "reduction", [summed, c, s, out_shape](std::size_t pos, std::array<slice, rank> const&, V* out) {
+            V const* src = summed.block_data(pos);
+            std::size_t const n = detail::element_count(detail::block_shape(s.block(pos, out_shape)));
+            for (std::size_t i = 0; i < n; ++i) out[i] = src[i] / c;
+          });
+    }
+  }
+
+  /// Device pos's reduction of its block `rb` of the operand into `out` (the output block,
+  /// row-major); returns its element count.
+  template <std::size_t Q, std::size_t N>
+  static std::size_t reduce_local(A const& a, std::size_t pos, std::array<slice, Q> const& rb, shape_t<N> const& in_shape,
+                                  value_type* out) {
+    std::array<bool, Q> reduced{};
+    for (std::size_t k : axes) reduced[k + Q - N] = true;
+    shape_t<Q> const local = detail::block_shape(rb);
+    // Strides of the output block, indexed by input dimension (0 for reduced ones).
+    std::array<std::size_t, Q> ostr{};
+    std::size_t stride = 1, out_count = 1;
+    for (std::size_t dd = Q; dd-- > 0;) {
+      if (reduced[dd] || N == 0) continue;
+      ostr[dd] = stride;
+      stride *= local[dd];
+    }
+    for (std::size_t dd = 0; dd < Q; ++dd)
+      if (!reduced[dd] && N != 0) out_count *= local[dd];
+    auto cur = detail::cursor_of<Q>(a, pos, rb, detail::eval_shape<Q>(in_shape));
+    detail::reduce_block<Op, value_type, Q>(cur, out, local, reduced, ostr);
+    return out_count;
+  }
+
   array_type compute(bool all_reduce) const {
     using V = value_type;
     constexpr std::size_t N = in::rank;
     constexpr std::size_t Q = N == 0 ? 1 : N;
-    using in_sharding = named_sharding<mesh_type, detail::spec_type_t<in::spec>>;
     mesh_type const& m = mesh();
-    in_sharding const sin(m);
+    in_sharding_type const sin(m);
     sharding_type const s(m);
     shape_t<N> const in_shape = detail::shape_of(a_);
     shape_t<rank> const out_shape = shape();
@@ -261,6 +325,12 @@ class reduction : public expression_tag {
       for (std::size_t k : axes)
         for (std::size_t a = 0; a < in::spec[k].count(); ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axis(a)));
     auto pool = detail::pool_for(s, "reduction");
+    if constexpr (!detail::reads_prelude_values<A>()) {
+      // Asynchronous dispatch: each device's reduction of its block is queued, and so is the sum
+      // over the reduced axes where every result block is small (sum_partials' queued_sum); a
+      // larger one waits here for the queued blocks and sums them as below.
+      if (pool->queues_here()) return compute_queued(!red_axes.empty());
+    }
     if (!red_axes.empty() && pool->spans_processes(std::span<int const>(m.device_ids()))) {
       // Across processes: each device reduces its own block, then the partial results are
       // combined over the processes (an exchange of the regions each one needs). A failure of
@@ -278,9 +348,6 @@ class reduction : public expression_tag {
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];
-    std::array<bool, Q> reduced{};
-    for (std::size_t k : axes) reduced[k + Q - N] = true;
-
     std::size_t const n = m.num_devices();
     // The devices meet only for an all-reduce: a reduction that needs none makes no team.
     std::optional<detail::team> t;
@@ -292,23 +359,11 @@ class reduction : public expression_tag {
         std::size_t const pos = *m.position_of(d);
         try {
           for (auto const& step : prelude.steps) step(pos);
-          auto const in_block = sin.block(pos, in_shape);
-          auto const rb = detail::eval_block<Q>(in_block);
-          shape_t<Q> const local = detail::block_shape(rb);
-          // Strides of the output block, indexed by input dimension (0 for reduced ones).
-          std::array<std::size_t, Q> ostr{};
-          std::size_t stride = 1, out_count = 1;
-          for (std::size_t dd = Q; dd-- > 0;) {
-            if (reduced[dd] || N == 0) continue;
-            ostr[dd] = stride;
-            stride *= local[dd];
-          }
-          for (std::size_t dd = 0; dd < Q; ++dd)
-            if (!reduced[dd] && N != 0) out_count *= local[dd];
+          auto const rb = detail::eval_block<Q>(sin.block(pos, in_shape));
+          std::size_t const out_count = detail::element_count(detail::block_shape(s.block(pos, out_shape)));
           auto& mem = pool->memory(d);
           device_buffer<V> partial(out_count, device_buffer<V>::uninitialized, &mem);
-          auto cur = detail::cursor_of<Q>(a_, pos, rb, detail::eval_shape<Q>(in_shape));
-          detail::reduce_block<Op, V, Q>(cur, partial.data(), local, reduced, ostr);
+          reduce_local(a_, pos, rb, in_shape, partial.data());
           device_buffer<V> out;
           if (red_axes.empty()) {
             out = std::move(partial);
