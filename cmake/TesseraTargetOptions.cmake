@@ -2,15 +2,18 @@
 # INTERFACE target `tessera`, so consumers do not inherit them.
 
 # tessera_apply_sanitizers(<target>...)
-#   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g1 (line tables for the reports) when the
-#   TESSERA_SANITIZE cache variable is non-empty.
+#   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer when the TESSERA_SANITIZE cache
+#   variable is non-empty, and -g1 (line tables for the reports) unless TESSERA_SANITIZE_LINE_TABLES
+#   is OFF (reports then name functions, from the symbol table, but no lines).
 function(tessera_apply_sanitizers)
   if(TESSERA_SANITIZE STREQUAL "")
     return()
   endif()
   foreach(tgt IN LISTS ARGN)
-    target_compile_options(${tgt} PRIVATE
-      -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer -g1)
+    target_compile_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer)
+    if(TESSERA_SANITIZE_LINE_TABLES)
+      target_compile_options(${tgt} PRIVATE -g1)
+    endif()
     if(TESSERA_SANITIZE MATCHES "undefined")
       # Make UBSan findings fatal by default (UBSAN_OPTIONS still applies).
       target_compile_options(${tgt} PRIVATE -fno-sanitize-recover=undefined)
