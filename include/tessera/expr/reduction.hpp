@@ -269,6 +269,9 @@ class reduction : public expression_tag {
           if constexpr (is_mean) {
             if (divisor != V{1})
               for (std::size_t i = 0; i < out_count; ++i) out[i] /= divisor;
+          } else {
+            (void)divisor;  // read by means only
+            (void)out_count;
           }
         });
     if (!sum) return local;
