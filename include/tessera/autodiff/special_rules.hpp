@@ -37,7 +37,11 @@ namespace tessera::op {
 TESSERA_ERF_DERIVATIVE(erf_cotangent, lax.erf, +)
 TESSERA_ERF_DERIVATIVE(erfc_cotangent, lax.erfc, -)
 #undef TESSERA_ERF_DERIVATIVE
-TESSERA_SPECIAL_DERIVATIVE(gelu_tanh_cotangent, jax.nn.gelu, sp::gelu_tanh_derivative(x))
+/** g * gelu'(x) for jax.nn.gelu (approximate=True), on xsimd batches where they give the same bits */
+struct gelu_tanh_cotangent {
+  template <class T> static constexpr bool simd = detail::exact_batch<T>;
+  template <class X> static X apply(X g, X x) { return g * tessera::detail::special::gelu_tanh_derivative(x); }
+};
 TESSERA_SPECIAL_DERIVATIVE(gelu_erf_cotangent, jax.nn.gelu(approximate=False), sp::gelu_erf_derivative(x))
 TESSERA_SPECIAL_DERIVATIVE(silu_cotangent, jax.nn.silu, sp::silu_derivative(x))
 #undef TESSERA_SPECIAL_DERIVATIVE

@@ -44,6 +44,18 @@ struct leaf_cursor {
   B load(std::size_t k) const {
     return strides[Q - 1] != 0 ? B::load_unaligned(row + k) : B(*row);
   }
+  /// Whether the whole block of shape `local` reads as one row: the leaf's block in row-major
+  /// order (strides 1, local[Q-1], ...), or one value everywhere (strides 0).
+  bool flat(shape_t<Q> const& local) const {
+    if (strides[Q - 1] != 0 && strides[Q - 1] != 1) return false;
+    std::ptrdiff_t expect = strides[Q - 1];
+    for (std::size_t d = Q; d-- > 0;) {
+      if (local[d] == 1) continue;
+      if (strides[d] != expect) return false;
+      expect *= static_cast<std::ptrdiff_t>(local[d]);
+    }
+    return true;
+  }
 };
 
 /// A number in an expression (`2 * x`).
@@ -57,11 +69,23 @@ struct scalar_cursor {
   void set_row(shape_t<Q> const&) {}
   S at(std::size_t) const { return value; }
   bool simd_row() const { return true; }
+  template <std::size_t Q>
+  bool flat(shape_t<Q> const&) const {
+    return true;
+  }
   template <class B>
   B load(std::size_t) const {
     return B(static_cast<typename B::value_type>(value));
   }
 };
+
+/// Whether cursor c reads a block of shape `local` as one row (set_row at the origin, then
+/// at(k) or load(k) for k up to the element count): cursors without a flat() never do.
+template <class Cursor, std::size_t Q>
+bool cursor_flat(Cursor const& c, shape_t<Q> const& local) {
+  if constexpr (requires { c.flat(local); }) return c.flat(local);
+  else return false;
+}
 
 /// An element-wise operation: operands converted to C, the operation, the result converted to R.
 template <class Op, class C, class R, class... Children>
@@ -82,6 +106,10 @@ struct map_cursor {
   }
   bool simd_row() const {
     return std::apply([](auto const&... c) { return (c.simd_row() && ...); }, children);
+  }
+  template <std::size_t Q>
+  bool flat(shape_t<Q> const& local) const {
+    return std::apply([&](auto const&... c) { return (cursor_flat(c, local) && ...); }, children);
   }
   template <class B>
   B load(std::size_t k) const {
@@ -142,6 +170,17 @@ void fill_block(Cursor& cur, T* out, shape_t<Q> const& local) {
   shape_t<Q> idx{};
   [[maybe_unused]] bool vec = false;
   if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) vec = cur.simd_row();
+  if (rows > 1 && cursor_flat(cur, local)) {
+    // Every leaf in row-major order (or constant): one row of the whole block, without the
+    // per-row restart that dominates short rows (a head's 16 elements in the transformer).
+    cur.set_row(idx);
+    std::size_t k = 0;
+    if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) {
+      if (vec) k = fill_row_simd<T>(cur, out, count);
+    }
+    for (; k < count; ++k) out[k] = cur.at(k);
+    return;
+  }
   for (std::size_t r = 0; r < rows; ++r) {
     cur.set_row(idx);
     T* o = out + r * inner;

@@ -57,7 +57,7 @@ struct maximum {
       }
       return b > a ? b : a;
     } else if constexpr (detail::floating<typename X::value_type>) {
-      return xsimd::select(a != a, a, xsimd::select(b != b, b, xsimd::select(b > a, b, a)));
+      return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::select(b > a, b, a)));
     } else {
       return xsimd::select(b > a, b, a);
     }
@@ -73,7 +73,7 @@ struct minimum {
       }
       return b < a ? b : a;
     } else if constexpr (detail::floating<typename X::value_type>) {
-      return xsimd::select(a != a, a, xsimd::select(b != b, b, xsimd::select(b < a, b, a)));
+      return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::select(b < a, b, a)));
     } else {
       return xsimd::select(b < a, b, a);
     }

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -102,35 +103,64 @@ void unflatten(std::size_t f, shape_t<N> const& shape, std::array<std::size_t, N
   }
 }
 
-/// Whether every device's block of the reshaped array (sharding `so`) is made of its own block
-/// of the operand (sharding `si`): then the reshape moves nothing. Checked element by element
-/// once per shapes and mesh, and remembered.
+/// How a reshape's result blocks relate to the operand's (sharding `si` in, `so` out).
+enum class reshape_locality : unsigned char {
+  moves,     // some device's block needs elements other devices hold: gathered first
+  local,     // every device's block is made of its own block of the operand
+  same_order // and in the same row-major order: each block is a copy of the operand's
+};
+
+/// Which reshape_locality the reshape has. Checked element by element once per shapes and
+/// mesh, and remembered. same_order is the common case (splitting d_model into heads, merging
+/// them back): a block copy there, where the per-element index kernel cost a sixth of the
+/// transformer's step (bench/RESULTS.md).
 template <class SI, class SO, std::size_t N, std::size_t M>
-bool reshape_is_local(SI const& si, SO const& so, shape_t<N> const& in, shape_t<M> const& out) {
+reshape_locality reshape_kind(SI const& si, SO const& so, shape_t<N> const& in, shape_t<M> const& out) {
   using key_t = std::tuple<std::vector<int>, std::vector<int>, shape_t<N>, shape_t<M>>;
   static std::mutex mu;
-  static std::map<key_t, bool> known;
+  static std::map<key_t, reshape_locality> known;
   key_t key{std::vector<int>(si.mesh().sizes().begin(), si.mesh().sizes().end()), si.device_ids(), in, out};
   {
     std::lock_guard lock(mu);
     if (auto it = known.find(key); it != known.end()) return it->second;
   }
   bool local = true;
+  bool same_order = true;
   for (std::size_t p = 0; p < si.num_devices() && local; ++p) {
     auto const ib = si.block(p, in);
     auto const ob = so.block(p, out);
     std::array<std::size_t, N> gi{};
-    for_each_in_block(ob, [&](std::array<std::size_t, M> const& g, std::size_t) {
+    for_each_in_block(ob, [&](std::array<std::size_t, M> const& g, std::size_t k) {
       if (!local) return;
       unflatten(flat_index(g, out), in, gi);
-      for (std::size_t d = 0; d < N; ++d)
+      std::size_t off = 0;
+      for (std::size_t d = 0; d < N; ++d) {
         if (gi[d] < ib[d].start || gi[d] >= ib[d].stop) local = false;
+        off = off * ib[d].size() + (gi[d] - ib[d].start);
+      }
+      if (off != k) same_order = false;
     });
   }
+  auto const kind = !local ? reshape_locality::moves : same_order ? reshape_locality::same_order : reshape_locality::local;
   std::lock_guard lock(mu);
-  known.emplace(std::move(key), local);
-  return local;
+  known.emplace(std::move(key), kind);
+  return kind;
 }
+
+/// A reshape's kernel: a copy of the device's block where it keeps its row-major order
+/// (reshape_locality::same_order), else the per-element gather.
+template <class Gather>
+struct reshape_kernel {
+  Gather gather;
+  bool same_order = false;
+  template <class Src, std::size_t NO, class T>
+  void operator()(Src const& src, std::size_t pos, std::array<slice, NO> const& block, T* out) const {
+    if (!same_order) return gather(src, pos, block, out);
+    std::size_t count = 1;
+    for (auto const& b : block) count *= b.size();
+    if (count != 0) std::memcpy(out, src.block_data(pos), count * sizeof(T));
+  }
+};
 
 /// The reshape of x to `shape` laid out by spec Out (a compile-time array of M entries).
 template <auto Out, class X, std::size_t M>
@@ -147,16 +177,18 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
   shape_t<M> const out_shape = resolve_shape(want, in_shape);
   Mesh const& mesh = *mesh_of(x);
   SO const so(mesh);
-  auto kernel = gathering<N>(
+  // Which of the two plans runs is known only with the sizes; both are types known now.
+  auto const kind = reshape_kind(SI(mesh), so, in_shape, out_shape);
+  bool const local = kind != reshape_locality::moves;
+  auto gather = gathering<N>(
       [in_shape, out_shape](std::array<std::size_t, M> const& g, std::array<std::size_t, N>& gi, T&) {
         unflatten(flat_index(g, out_shape), in_shape, gi);
         return true;
       },
       "reshape");
-  // Which of the two plans runs is known only with the sizes; both are types known now.
-  bool const local = reshape_is_local(SI(mesh), so, in_shape, out_shape);
+  reshape_kernel<decltype(gather)> const kernel{gather, kind == reshape_locality::same_order};
   auto local_node = [=] { return relayout<A, in_spec, true>(x, so, out_shape, "reshape", kernel); };
-  auto gathered_node = [=] { return relayout<A, replicated_spec<N>, true>(x, so, out_shape, "reshape", kernel); };
+  auto gathered_node = [=] { return relayout<A, replicated_spec<N>, true>(x, so, out_shape, "reshape", gather); };
   return computed<A>(
       so, out_shape, [=] { return local ? local_node().result() : gathered_node().result(); },
       [=](std::vector<collective_event>& out) {

@@ -97,14 +97,14 @@ struct softplus {
     using V = sp::scalar_t<X>;
     if constexpr (std::is_same_v<V, float>) {
       X const r = sp::select(x > X(V(0)), x, X(V(0))) + sp::xla_log1p_f32(sp::exp_f32(-sp::fabs(x)));
-      return sp::select(x != x, x, r);
+      return sp::select(sp::is_nan(x), x, r);
     } else if constexpr (detail::is_number<X>) {
       if (x != x) return x;
       return (x > V(0) ? x : V(0)) + std::log1p(std::exp(-std::fabs(x)));
     } else {
       X const r = xsimd::select(x > X(V(0)), x, X(V(0))) +
                   xsimd::log1p(xsimd::exp(xsimd::max(-xsimd::abs(x), X(-exp_overflows<V>))));
-      return xsimd::select(x != x, x, r);
+      return xsimd::select(xsimd::isnan(x), x, r);
     }
   }
 };

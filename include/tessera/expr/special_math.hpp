@@ -107,6 +107,13 @@ X fabs(X a) {
   if constexpr (is_number<X>) return std::fabs(a);
   else return xsimd::abs(a);
 }
+/// Whether x is NaN, lane by lane on batches: xsimd 8's AVX-512 `!=` compares ordered
+/// (_CMP_NEQ_OQ), so there `x != x` is false for a NaN; its isnan asks the unordered question.
+template <class X>
+auto is_nan(X const& x) {
+  if constexpr (is_number<X>) return x != x;
+  else return xsimd::isnan(x);
+}
 template <class X, class M>
 X select(M const& m, X const& a, X const& b) {
   if constexpr (is_number<X>) return m ? a : b;
@@ -194,7 +201,7 @@ X exp_f32(X x) {
   X s = special::fma<X, V>(z, r2, r) + X(V(1));
   auto const top = n == X(V(128));  // XLA adds 2^128's excess to s's exponent
   s = select(top, s * X(V(2)), s);
-  X const e = select(n != n, X(V(0)), select(top, X(V(127)), n));
+  X const e = select(is_nan(n), X(V(0)), select(top, X(V(127)), n));
   return s * exp2_integral(e);
 }
 
@@ -295,14 +302,19 @@ F erf_derivative(F x) {
 /// d/dx gelu(x), tanh form, as jax.grad computes it from jax.nn.gelu's steps (its transposed jaxpr,
 /// each step rounded on its own, tanh's derivative as (1 + t)(1 - t)):
 /// 0.5 (1 + t) + k (0.5 x (1 + t)(1 - t)) + 0.044715 k (0.5 x (1 + t)(1 - t)) 3 x^2.
+/// F is a float or double, or an xsimd batch of floats (the same steps, so the same bits).
 template <class F>
 F gelu_tanh_derivative(F x) {
-  F const k = static_cast<F>(0.79788456080286535588);
-  F const a = static_cast<F>(0.044715);
+  using V = scalar_t<F>;
+  F const k = F(static_cast<V>(0.79788456080286535588));
+  F const a = F(static_cast<V>(0.044715));
   F const x2 = x * x;
-  F const t = tanh(k * (x + unfused(((x2 * x) * a))));
-  F const r = unfused(((F(0.5) * x) * ((F(1) + t) * (F(1) - t))) * k);
-  return (unfused(F(0.5) * (F(1) + t)) + r) + unfused((r * a) * (x2 * F(3)));
+  F const arg = k * (x + unfused(((x2 * x) * a)));
+  F t;
+  if constexpr (std::is_same_v<V, float>) t = tanh_f32(arg);
+  else t = tanh(arg);
+  F const r = unfused(((F(V(0.5)) * x) * ((F(V(1)) + t) * (F(V(1)) - t))) * k);
+  return (unfused(F(V(0.5)) * (F(V(1)) + t)) + r) + unfused((r * a) * (x2 * F(V(3))));
 }
 /// d/dx gelu(x), erf form: 0.5 erfc(-x / sqrt(2)) + x exp(-x^2 / 2) / sqrt(2 pi).
 template <class F>

@@ -78,12 +78,12 @@ void reduce_sources(reduce_op op, T* dst, T const* const* src, std::size_t k, st
   } else if (op == reduce_op::max) {
     reduce_sources_with(dst, src, k, offset, n, [](auto x, auto y) {
       if constexpr (std::is_arithmetic_v<decltype(x)>) return (y > x || y != y) ? y : x;
-      else return xsimd::select((y > x) | (y != y), y, x);
+      else return xsimd::select((y > x) | xsimd::isnan(y), y, x);
     });
   } else {
     reduce_sources_with(dst, src, k, offset, n, [](auto x, auto y) {
       if constexpr (std::is_arithmetic_v<decltype(x)>) return (y < x || y != y) ? y : x;
-      else return xsimd::select((y < x) | (y != y), y, x);
+      else return xsimd::select((y < x) | xsimd::isnan(y), y, x);
     });
   }
 }

@@ -107,7 +107,7 @@ template <class T>
 void max_into(T* out, T const* a, T const* b, std::size_t n) {
   combine_into(out, a, b, n, [](auto x, auto y) {
     if constexpr (std::is_arithmetic_v<decltype(x)>) return (y > x || y != y) ? y : x;
-    else return xsimd::select((y > x) | (y != y), y, x);
+    else return xsimd::select((y > x) | xsimd::isnan(y), y, x);
   });
 }
 
@@ -116,7 +116,7 @@ template <class T>
 void min_into(T* out, T const* a, T const* b, std::size_t n) {
   combine_into(out, a, b, n, [](auto x, auto y) {
     if constexpr (std::is_arithmetic_v<decltype(x)>) return (y < x || y != y) ? y : x;
-    else return xsimd::select((y < x) | (y != y), y, x);
+    else return xsimd::select((y < x) | xsimd::isnan(y), y, x);
   });
 }
 
