@@ -301,6 +301,23 @@ inline std::vector<std::size_t> einsum_offsets(einsum_term const& group, std::ar
   return out;
 }
 
+/// Whether offsets rows[i] + cols[j] (cols.size() == ncols) are a row-major matrix: cols[j] = j
+/// and rows[i] = i * lead with lead >= ncols (so rows never overlap); `lead` is then set.
+inline bool einsum_matrix(std::vector<std::size_t> const& rows, std::vector<std::size_t> const& cols,
+                          std::size_t ncols, std::size_t& lead) {
+  for (std::size_t j = 0; j < cols.size(); ++j)
+    if (cols[j] != j) return false;
+  if (rows.size() < 2) {
+    lead = std::max<std::size_t>(ncols, 1);
+    return rows.empty() || rows[0] == 0;
+  }
+  lead = rows[1];
+  if (lead < ncols) return false;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != i * lead) return false;
+  return true;
+}
+
 /// The product of one device's values: out[out indices] = sum over every other index of
 /// a[...] * b[...]. Indices are grouped as dot_general groups them (batch, a's free, b's free,
 /// the rest contracted), each operand packed into (batch, M, K) and (batch, K, N) and multiplied
@@ -324,15 +341,28 @@ void einsum_local(einsum_labels const& L, std::array<std::size_t, 128> const& ex
   auto const ob = einsum_offsets(batch, extent, so), om = einsum_offsets(m, extent, so), on = einsum_offsets(n, extent, so);
   std::size_t const M = am.size(), N = bn.size(), K = ak.size();
   if (M == 0 || N == 0) return;
-  std::vector<T> A(M * K), B(K * N), C(M * N);
+  // An operand whose two groups are already a row-major matrix (rows `lead` apart, columns
+  // adjacent) goes to the gemm as it lies; only the others are packed. A dense layer's
+  // "bsd,dhk->bshk" needs no packing at all: the per-element packing, not the product, was what
+  // einsum cost (a fifth of the layered transformer's step, bench/RESULTS.md).
+  std::size_t lda = 0, ldb = 0, ldc = 0;
+  bool const a_direct = K > 0 && einsum_matrix(am, ak, K, lda);
+  bool const b_direct = K > 0 && einsum_matrix(bk, bn, N, ldb);
+  bool const c_direct = einsum_matrix(om, on, N, ldc);
+  std::vector<T> A(a_direct ? 0 : M * K), B(b_direct ? 0 : K * N), C(c_direct ? 0 : M * N);
   for (std::size_t t = 0; t < ab.size(); ++t) {
-    for (std::size_t i = 0; i < M; ++i)
-      for (std::size_t q = 0; q < K; ++q) A[i * K + q] = pa[ab[t] + am[i] + ak[q]];
-    for (std::size_t q = 0; q < K; ++q)
-      for (std::size_t j = 0; j < N; ++j) B[q * N + j] = pb[bb[t] + bk[q] + bn[j]];
-    detail::gemm<T>(M, N, K, A.data(), std::max<std::size_t>(K, 1), B.data(), N, C.data(), N, false);
-    for (std::size_t i = 0; i < M; ++i)
-      for (std::size_t j = 0; j < N; ++j) out[ob[t] + om[i] + on[j]] = C[i * N + j];
+    if (!a_direct)
+      for (std::size_t i = 0; i < M; ++i)
+        for (std::size_t q = 0; q < K; ++q) A[i * K + q] = pa[ab[t] + am[i] + ak[q]];
+    if (!b_direct)
+      for (std::size_t q = 0; q < K; ++q)
+        for (std::size_t j = 0; j < N; ++j) B[q * N + j] = pb[bb[t] + bk[q] + bn[j]];
+    T* const c = c_direct ? out + ob[t] : C.data();
+    detail::gemm<T>(M, N, K, a_direct ? pa + ab[t] : A.data(), a_direct ? lda : std::max<std::size_t>(K, 1),
+                    b_direct ? pb + bb[t] : B.data(), b_direct ? ldb : N, c, c_direct ? ldc : N, false);
+    if (!c_direct)
+      for (std::size_t i = 0; i < M; ++i)
+        for (std::size_t j = 0; j < N; ++j) out[ob[t] + om[i] + on[j]] = C[i * N + j];
   }
 }
 
