@@ -58,6 +58,10 @@ void check_values(std::size_t n) {
         auto dropped = tessera::psum_async<"i">(blk * 2.0f);
         auto f9 = tessera::all_to_all_async<"i">(blk, 0, 1, tessera::tiled);
         auto f10 = tessera::pmin_async<"i">(1.5 * idx);
+        // all_to_all's other layouts: pieces packed before MPI_Ialltoall (split 1), and untiled.
+        auto f11 = tessera::all_to_all_async<"i">(blk, 1, 0, tessera::tiled);
+        xt::xtensor<float, 2> const rows = xt::view(blk, xt::range(0, k), xt::all());
+        auto f12 = tessera::all_to_all_async<"i">(rows, 0, -1);
         auto const b1 = tessera::all_gather<"i">(blk, 0, tessera::tiled);
         auto const b2 = tessera::all_gather<"i">(blk, 1);
         auto const b3 = tessera::psum<"i">(blk);
@@ -69,11 +73,15 @@ void check_values(std::size_t n) {
         auto const b8 = tessera::ppermute<"i">(blk, {{0, k - 1}});
         auto const b9 = tessera::all_to_all<"i">(blk, 0, 1, tessera::tiled);
         auto const b10 = tessera::pmin<"i">(1.5 * idx);
+        auto const b11 = tessera::all_to_all<"i">(blk, 1, 0, tessera::tiled);
+        auto const b12 = tessera::all_to_all<"i">(rows, 0, -1);
         auto check = [&](auto& fut, auto const& want) { bad += same(fut.wait(), want) ? 0 : 1; };
         if (idx % 2 == 0) {
           check(f1, b1), check(f2, b2), check(f3, b3), check(f4, b4), check(f5, b5);
           check(f6, b6), check(f7, b7), check(f8, b8), check(f9, b9), check(f10, b10);
+          check(f11, b11), check(f12, b12);
         } else {
+          check(f12, b12), check(f11, b11);
           check(f10, b10), check(f9, b9), check(f8, b8), check(f7, b7), check(f6, b6);
           check(f5, b5), check(f4, b4), check(f3, b3), check(f2, b2), check(f1, b1);
         }

@@ -10,8 +10,10 @@
 //   pmax, pmin       MPI_Iallreduce
 //   psum_scatter     MPI_Ireduce_scatter_block between two processes, else as psum
 //   ppermute         MPI_Isend to the destination and MPI_Irecv from the source
+//   all_to_all       MPI_Ialltoall (from the input and into the result where the pieces lie
+//                    contiguous there, else packed by destination and unpacked at wait())
 // Each function gives an empty optional elsewhere (several devices per process, other
-// layouts, all_to_all, more bytes than one MPI call takes); the caller then runs the blocking
+// layouts, more bytes than one MPI call takes); the caller then runs the blocking
 // collective at the start. In checked mode the start first compares signatures between the
 // processes (a blocking exchange, as before every collective), so a start waits for the other
 // processes to start; the transfer itself still overlaps.
@@ -24,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -272,6 +275,76 @@ auto mpi_scatter_async(V const& v, std::size_t dim) {
       if (gathered)
         scatter_inputs<T>([&](std::size_t j) { return static_cast<T const*>(s.scratch.get() + j * count); }, k, rank,
                           s.out.data(), outer, chunk);
+    });
+    return as_result<Vma>(std::move(s.out));
+  }));
+}
+
+template <bool Tiled, axis_name... A, class V>
+auto mpi_exchange_async(V const& v, std::size_t split_axis, std::size_t concat_axis) {
+  using Blocking = std::conditional_t<Tiled, decltype(tessera::all_to_all<A...>(v, 0, 0, tiled)),
+                                      decltype(tessera::all_to_all<A...>(v, 0, 0))>;
+  using result = std::optional<collective_future<Blocking>>;
+  using T = std::remove_cv_t<typename value_traits<V>::type>;
+  constexpr std::size_t N = value_traits<V>::rank;
+  using Vma = result_vma<V, false, A...>;
+  spmd_frame& f = frame_for("all_to_all_async");
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < N; ++i) count *= static_cast<std::size_t>(v.shape()[i]);
+  process_group const* pg = mpi_async_group<A...>(f, count * sizeof(T), "all_to_all_async");
+  if (pg == nullptr) return result{};
+  auto in = make_input(v);
+  collective_call<A...> c("all_to_all_async", op_kind::all_to_all);
+  auto const lay = begin_all_to_all<Tiled, T>(c, in, split_axis, concat_axis, "all_to_all_async");
+  std::size_t const k = c.k();
+  std::size_t const rank = lay.rank, split = lay.split, concat = lay.concat;
+  // The piece each device sends each member, and where pieces lie: contiguous in the input when
+  // nothing comes before the split dimension, in the result when nothing comes before concat.
+  std::array<std::size_t, N + 1> piece = lay.shape;
+  piece[split] /= k;
+  std::array<std::size_t, N + 1> full_out = piece;
+  full_out[concat] *= k;
+  std::size_t pc = 1, before_split = 1, before_concat = 1;
+  for (std::size_t a = 0; a < rank; ++a) {
+    pc *= piece[a];
+    if (a < split) before_split *= lay.shape[a];
+    if (a < concat) before_concat *= piece[a];
+  }
+  mpi_inflight<T, N> s;  // tiled or not, the result has the input's rank
+  s.in = hold_input(v, std::move(in));
+  s.out = make_result<T>(lay.out_shape);
+  bool const pack = before_split != 1, unpack = before_concat != 1;
+  if (pack || unpack) s.scratch = std::shared_ptr<T[]>(new T[(pack ? count : 0) + (unpack ? count : 0)]);
+  T* const send = pack ? s.scratch.get() : nullptr;
+  T* const recv = unpack ? s.scratch.get() + (pack ? count : 0) : nullptr;
+  std::array<std::size_t, 3 * (N + 1)> scratch{};
+  std::array<std::size_t, N + 1> zero{}, start{};
+  auto span = [rank](auto const& a) { return std::span<std::size_t const>(a.data(), rank); };
+  if (pack) {
+    for (std::size_t d = 0; d < k; ++d) {
+      start[split] = d * piece[split];
+      copy_box(s.in.data, span(lay.shape), span(start), send + d * pc, span(piece), span(zero), span(piece),
+               std::span<std::size_t>(scratch.data(), 3 * rank));
+    }
+  }
+  process_async_op op;
+  op.what = process_async_op::kind::all_to_all;
+  op.send = pack ? static_cast<void const*>(send) : static_cast<void const*>(s.in.data);
+  op.recv = unpack ? static_cast<void*>(recv) : static_cast<void*>(s.out.data());
+  op.count = pc * sizeof(T);
+  mpi_post(c, *pg, s, op, "all-to-all", count * sizeof(T));
+  return result(make_future([s = std::move(s), lay, piece, full_out, pc, k, recv, unpack]() mutable {
+    s.finish("all_to_all_async", [&] {
+      if (!unpack) return;
+      std::size_t const r = lay.rank;
+      std::array<std::size_t, 3 * (N + 1)> scratch{};
+      std::array<std::size_t, N + 1> zero{}, start{};
+      auto span = [r](auto const& a) { return std::span<std::size_t const>(a.data(), r); };
+      for (std::size_t q = 0; q < k; ++q) {  // source q's piece lands at q along concat
+        start[lay.concat] = q * piece[lay.concat];
+        copy_box(recv + q * pc, span(piece), span(zero), s.out.data(), span(full_out), span(start), span(piece),
+                 std::span<std::size_t>(scratch.data(), 3 * r));
+      }
     });
     return as_result<Vma>(std::move(s.out));
   }));

@@ -349,8 +349,10 @@ auto all_to_all_async(V&& v, collective_dim split_axis, collective_dim concat_ax
   constexpr std::size_t N = detail::value_traits<V>::rank;
   std::size_t const s = split_axis.resolve(N, "tessera::all_to_all_async", "split_axis");
   std::size_t const c = concat_axis.resolve(N, "tessera::all_to_all_async", "concat_axis");
-  if (detail::across_processes("all_to_all_async"))
+  if (detail::across_processes("all_to_all_async")) {
+    if (auto f = detail::mpi_exchange_async<true, A...>(v, s, c)) return std::move(*f);
     return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled));
+  }
   return detail::exchange_async<true, A...>(std::forward<V>(v), s, c);
 }
 
@@ -361,8 +363,10 @@ auto all_to_all_async(V&& v, collective_dim split_axis, collective_dim concat_ax
   constexpr std::size_t N = detail::value_traits<V>::rank;
   std::size_t const s = split_axis.resolve(N, "tessera::all_to_all_async", "split_axis");
   std::size_t const c = concat_axis.resolve(N, "tessera::all_to_all_async", "concat_axis");
-  if (detail::across_processes("all_to_all_async"))
+  if (detail::across_processes("all_to_all_async")) {
+    if (auto f = detail::mpi_exchange_async<false, A...>(v, s, c)) return std::move(*f);
     return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis));
+  }
   return detail::exchange_async<false, A...>(std::forward<V>(v), s, c);
 }
 

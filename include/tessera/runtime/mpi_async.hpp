@@ -1,7 +1,7 @@
 #pragma once
 // The nonblocking MPI calls of asynchronous collectives across processes
-// (runtime/async_process.hpp): MPI_Iallgather, MPI_Iallreduce, MPI_Ireduce_scatter_block and
-// MPI_Isend/MPI_Irecv, posted at the start and completed at wait().
+// (runtime/async_process.hpp): MPI_Iallgather, MPI_Iallreduce, MPI_Ireduce_scatter_block,
+// MPI_Ialltoall and MPI_Isend/MPI_Irecv, posted at the start and completed at wait().
 //
 // Progress: MPI guarantees that a nonblocking collective advances only inside MPI calls
 // (MPI-4.1 §3.9); OpenMPI 4.1 has no progress thread of its own, and its libnbc schedules
@@ -169,11 +169,12 @@ class async_mpi_engine::request final : public process_request {
 
 inline std::unique_ptr<process_request> async_mpi_engine::start(process_async_op const& op) {
   async_group_comm const g = comm_of_(op.group);
-  std::size_t const elem = op.what == process_async_op::kind::all_gather || op.what == process_async_op::kind::permute
-                               ? 1
-                               : std::max<std::size_t>(1, op.dtype & 0xFFu);
+  bool const bytes = op.what == process_async_op::kind::all_gather || op.what == process_async_op::kind::permute ||
+                     op.what == process_async_op::kind::all_to_all;
+  std::size_t const elem = bytes ? 1 : std::max<std::size_t>(1, op.dtype & 0xFFu);
   std::size_t const total =
-      op.what == process_async_op::kind::all_gather ? op.count * static_cast<std::size_t>(g.size)
+      op.what == process_async_op::kind::all_gather || op.what == process_async_op::kind::all_to_all
+          ? op.count * static_cast<std::size_t>(g.size)
       : op.what == process_async_op::kind::reduce_scatter ? op.count * elem * static_cast<std::size_t>(g.size)
                                                           : op.count * elem;
   if (total > std::min<std::size_t>(mpi_max_bytes_per_call.load(), INT_MAX)) return nullptr;  // rounds: blocking
@@ -197,6 +198,11 @@ inline std::unique_ptr<process_request> async_mpi_engine::start(process_async_op
         req->requests.resize(1);
         mpi_check(MPI_Ireduce_scatter_block(op.send, op.recv, n, type, mop, g.comm, &req->requests[0]),
                   "MPI_Ireduce_scatter_block");
+        break;
+      case process_async_op::kind::all_to_all:
+        req->requests.resize(1);
+        mpi_check(MPI_Ialltoall(op.send, n, MPI_BYTE, op.recv, n, MPI_BYTE, g.comm, &req->requests[0]),
+                  "MPI_Ialltoall");
         break;
       case process_async_op::kind::permute:
         req->requests.reserve(2);
