@@ -170,25 +170,19 @@ void fill_block(Cursor& cur, T* out, shape_t<Q> const& local) {
   shape_t<Q> idx{};
   [[maybe_unused]] bool vec = false;
   if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) vec = cur.simd_row();
-  if (rows > 1 && cursor_flat(cur, local)) {
-    // Every leaf in row-major order (or constant): one row of the whole block, without the
-    // per-row restart that dominates short rows (a head's 16 elements in the transformer).
+  // Every leaf in row-major order (or constant): the whole block is one row, without the
+  // per-row restart that dominates short rows (a head's 16 elements in the transformer). One
+  // call site of fill_row_simd either way: it is flattened, so each site is a copy of the tree.
+  bool const flat = rows > 1 && cursor_flat(cur, local);
+  std::size_t const n_rows = flat ? 1 : rows, row_len = flat ? count : inner;
+  for (std::size_t r = 0; r < n_rows; ++r) {
     cur.set_row(idx);
+    T* o = out + r * row_len;
     std::size_t k = 0;
     if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) {
-      if (vec) k = fill_row_simd<T>(cur, out, count);
+      if (vec) k = fill_row_simd<T>(cur, o, row_len);
     }
-    for (; k < count; ++k) out[k] = cur.at(k);
-    return;
-  }
-  for (std::size_t r = 0; r < rows; ++r) {
-    cur.set_row(idx);
-    T* o = out + r * inner;
-    std::size_t k = 0;
-    if constexpr (Cursor::template simd_ok<T> && simd::vectorised<T>) {
-      if (vec) k = fill_row_simd<T>(cur, o, inner);
-    }
-    for (; k < inner; ++k) o[k] = cur.at(k);
+    for (; k < row_len; ++k) o[k] = cur.at(k);
     for (std::size_t d = Q - 1; d-- > 0;) {
       if (++idx[d] < local[d]) break;
       idx[d] = 0;
