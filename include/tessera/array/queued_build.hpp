@@ -17,21 +17,34 @@
 
 namespace tessera::detail {
 
-/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
-/// device's thread, as build_array does, but queued (asynchronous dispatch) when the calling
-/// thread may queue on the sharding's pool (device_pool::queues_here); otherwise it runs and
-/// waits like build_array. `fill` is moved into the queued task and must own what it reads.
-/// Empty blocks are filled only when FillEmpty (out is then null).
-template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
-array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char const* where, Fill fill) {
+/// A queued fill, type-erased: build_array_queued's body is compiled once per (T, N, S,
+/// FillEmpty), not once per fill (a program makes hundreds of fills: issue 31's compile time).
+template <class T, std::size_t N>
+struct queued_fill {
+  virtual ~queued_fill() = default;
+  virtual void operator()(std::size_t pos, std::array<slice, N> const& block, T* out) = 0;
+};
+template <class T, std::size_t N, class Fill>
+struct queued_fill_of final : queued_fill<T, N> {
+  explicit queued_fill_of(Fill f) : fill(std::move(f)) {}
+  void operator()(std::size_t pos, std::array<slice, N> const& block, T* out) override { fill(pos, block, out); }
+  Fill fill;
+};
+
+/// build_array_queued's body, on an erased fill.
+template <class T, std::size_t N, class S, bool FillEmpty>
+array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, char const* where,
+                                         std::shared_ptr<queued_fill<T, N>> fill) {
   auto pool = pool_for(s, where);
-  if (!pool->queues_here()) return build_array<T, N, S, FillEmpty>(s, shape, where, fill);
+  if (!pool->queues_here())
+    return build_array<T, N, S, FillEmpty>(
+        s, shape, where, [&fill](std::size_t p, std::array<slice, N> const& block, T* out) { (*fill)(p, block, out); });
   (void)checked_element_count<T>(shape, where);
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool, {}});
   std::size_t const n = s.num_devices();
   st->buffers.resize(n);
   struct task {
-    Fill fill;
+    std::shared_ptr<queued_fill<T, N>> fill;
     std::shared_ptr<array_storage<T, N, S>> st;
     std::vector<std::array<slice, N>> blocks;
     std::vector<int> pos_of;
@@ -44,7 +57,7 @@ array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char cons
       trace_span span(label.category ? label.category : "evaluate", label.category ? label.name.c_str() : where,
                       buf.size() * sizeof(T));
       if (span.active() && !label.detail.empty()) span.detail(label.detail);
-      if (FillEmpty || buf.size() != 0) fill(p, block, buf.data());
+      if (FillEmpty || buf.size() != 0) (*fill)(p, block, buf.data());
       st->buffers[p] = std::move(buf);
     }
   };
@@ -59,6 +72,17 @@ array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char cons
   }
   auto done = pool->enqueue(std::span<int const>(ids), where, std::move(t));
   return array<T, N, S>(std::move(st), std::move(done));
+}
+
+/// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
+/// device's thread, as build_array does, but queued (asynchronous dispatch) when the calling
+/// thread may queue on the sharding's pool (device_pool::queues_here); otherwise it runs and
+/// waits like build_array. `fill` is moved into the queued task and must own what it reads.
+/// Empty blocks are filled only when FillEmpty (out is then null).
+template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
+array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char const* where, Fill fill) {
+  return build_array_queued_erased<T, N, S, FillEmpty>(
+      s, shape, where, std::make_shared<queued_fill_of<T, N, Fill>>(std::move(fill)));
 }
 
 }  // namespace tessera::detail
