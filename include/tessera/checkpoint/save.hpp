@@ -320,39 +320,6 @@ inline std::vector<std::uint64_t> begin_checkpoint(std::string const& path, chec
   std::string const tmp = temporary_path(path);
   std::string error;
   std::vector<std::uint64_t> offsets;
-#ifdef H5_HAVE_PARALLEL
-  // Across processes, where no leaf goes through H5Dwrite (every one written raw), only the
-  // metadata is HDF5's: process 0 writes it alone with HDF5's POSIX driver and broadcasts the
-  // offsets, one MPI call, where MPI-IO's collective open, metadata writes and close took several
-  // rounds between the processes on the training thread of checkpoint_manager (bench/RESULTS.md).
-  if (g.across() && std::all_of(plans.begin(), plans.end(), [&](leaf_plan const& p) { return writes_raw(p, o); })) {
-    std::vector<std::uint64_t> message(plans.size() + 1, 0);  // [ok, offsets...]
-    if (g.rank == 0) {
-      try {
-        auto fapl = file_access(checkpoint_group{});
-        auto file = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose, op, path, {},
-                            "creating the temporary file '" + tmp + "'");
-        write_string_attribute(file.get(), "tessera_version", TESSERA_VERSION_STRING, op, path, {});
-        write_string_attribute(file.get(), "tessera_format",
-                               "tessera checkpoint 1: one dataset per leaf, named by its tree path", op, path, {});
-        for (std::size_t k = 0; k < plans.size(); ++k) message[k + 1] = write_leaf(file.get(), g, plans[k], o, path, op);
-        if (file.close() < 0)
-          error = where_text(op, path, {}) + "closing (flushing) the temporary file '" + tmp + "' failed (HDF5: " +
-                  hdf5_error_text() + ")";
-      } catch (std::exception const& e) {
-        error = e.what();
-      }
-      message[0] = error.empty() ? 1 : 0;
-    }
-    MPI_Bcast(message.data(), static_cast<int>(message.size()), MPI_UINT64_T, 0, g.comm);
-    if (message[0] == 0) {
-      if (g.rank == 0) std::remove(tmp.c_str());
-      throw checkpoint_error(error.empty() ? where_text(op, path, {}) + "process 0 failed to create the file; nothing was saved"
-                                           : error);
-    }
-    return {message.begin() + 1, message.end()};
-  }
-#endif
   try {
     auto fapl = file_access(g);
     auto file = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose, op, path, {},
