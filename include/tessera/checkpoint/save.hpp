@@ -45,8 +45,8 @@ struct save_options {
   bool checksum = false;
   /// Write the datasets' bytes with pwrite (O_DIRECT where the file system takes it) at the offsets
   /// HDF5 allocated for them, then one fsync, instead of through H5Dwrite (and, across processes,
-  /// MPI-IO's collective writes). HDF5 still writes all the metadata (across processes, process 0
-  /// alone, with HDF5's POSIX driver, broadcasting the offsets). Needs every process to see the file through POSIX calls (a local disk, NFS,
+  /// MPI-IO's collective writes). HDF5 still writes all the metadata (collectively, across
+  /// processes). Needs every process to see the file through POSIX calls (a local disk, NFS,
   /// Lustre, GPFS). Checksummed datasets go through H5Dwrite (chunked, filtered).
   bool direct_io = true;
   /// Called on every process after it has written each leaf (its dataset path): progress
