@@ -54,9 +54,7 @@ struct gelu_tanh {
     using V = tessera::detail::special::scalar_t<X>;
     V const k = static_cast<V>(0.79788456080286535588);  // np.sqrt(2 / np.pi).astype(dtype)
     X const inner = X(k) * (x + sp::unfused(X(static_cast<V>(0.044715)) * ((x * x) * x)));
-    X t;
-    if constexpr (std::is_same_v<V, float>) t = sp::tanh_f32(inner);
-    else t = sp::tanh(inner);
+    X const t = sp::tanh(inner);
     return x * (X(V(0.5)) * (X(V(1)) + t));
   }
 };

@@ -263,10 +263,11 @@ F erf(F x) {
   if constexpr (std::is_same_v<F, float>) return erf_f32(x);
   else return std::erf(x);
 }
-/// lax.tanh as JAX computes it on CPU: XLA's interpolants in float32 and float64.
+/// lax.tanh as JAX computes it on CPU: XLA's interpolants in float32 (also on xsimd batches of
+/// floats) and float64.
 template <class F>
 F tanh(F x) {
-  if constexpr (std::is_same_v<F, float>) return tanh_f32(x);
+  if constexpr (std::is_same_v<scalar_t<F>, float>) return tanh_f32(x);
   else if constexpr (std::is_same_v<F, double>) return tanh_f64(x);
   else return std::tanh(x);
 }
@@ -309,10 +310,7 @@ F gelu_tanh_derivative(F x) {
   F const k = F(static_cast<V>(0.79788456080286535588));
   F const a = F(static_cast<V>(0.044715));
   F const x2 = x * x;
-  F const arg = k * (x + unfused(((x2 * x) * a)));
-  F t;
-  if constexpr (std::is_same_v<V, float>) t = tanh_f32(arg);
-  else t = tanh(arg);
+  F const t = special::tanh(k * (x + unfused(((x2 * x) * a))));  // qualified: ADL would find xsimd::tanh
   F const r = unfused(((F(V(0.5)) * x) * ((F(V(1)) + t) * (F(V(1)) - t))) * k);
   return (unfused(F(V(0.5)) * (F(V(1)) + t)) + r) + unfused((r * a) * (x2 * F(V(3))));
 }
