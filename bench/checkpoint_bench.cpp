@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -137,7 +138,15 @@ int main(int argc, char** argv) {
   auto mesh = tessera::make_mesh<"x">({8});
   auto s = tessera::named_sharding(mesh, P<"x", none>{});
   auto x = tessera::make_array_from_callback(tessera::shape_t<2>{rows, cols}, s, [](auto const& b) {
-    return xt::xtensor<float, 2>(xt::ones<float>({b[0].size(), b[1].size()}) * static_cast<float>(b[0].start));
+    // Random values, as a trained model's parameters are (and as run_checkpoint.sh gives Orbax
+    // and h5py, Orbax compressing what it writes): a 64-bit LCG per block, seeded by its place.
+    xt::xtensor<float, 2> blk = xt::empty<float>({b[0].size(), b[1].size()});
+    std::uint64_t state = 0x9e3779b97f4a7c15ULL ^ (b[0].start + 1);
+    for (float& v : blk) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      v = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+    return blk;
   });
   double const mb = static_cast<double>(rows * cols * sizeof(float)) / 1e6;
   say("%zu MiB float32 over 8 devices, %d process(es); %d alternated pairs\n", mib, np, repeats);
