@@ -238,11 +238,18 @@ int main(int argc, char** argv) {
     clean();
     double in_save = 0;  // seconds inside checkpoint_manager::save, over the skip_while_busy loops
     std::vector<double> final_wait;
-    auto loop = [&](int mode) {  // 0: no saving; 1: every step, skip_while_busy; 2: every step, Orbax's wait
+    // Mode 3's minimum_interval: ten times one save, so that the saves' I/O takes at most a tenth
+    // of the loop's time (Orbax's ContinuousCheckpointingPolicy(minimum_interval_secs)).
+    auto const interval = std::chrono::duration<double>(10 * median(t_one_save));
+    // 0: no saving; 1: every step, skip_while_busy; 2: every step, Orbax's wait; 3: 1 with minimum_interval
+    auto loop = [&](int mode) {
       auto p = fresh();
       std::unique_ptr<tessera::checkpoint_manager> mgr;
-      if (mode) mgr = std::make_unique<tessera::checkpoint_manager>(
-                    mdir, tessera::checkpoint_manager_options{.max_to_keep = 2, .skip_while_busy = mode == 1});
+      if (mode) {
+        tessera::checkpoint_manager_options o{.max_to_keep = 2, .skip_while_busy = mode != 2};
+        if (mode == 3) o.minimum_interval = interval;
+        mgr = std::make_unique<tessera::checkpoint_manager>(mdir, o);
+      }
       int written = 0;
       double const t = timed([&] {
         for (int i = 0; i < steps; ++i) {
@@ -283,6 +290,20 @@ int main(int argc, char** argv) {
       double const c = loop(2).first;
       t_wait.push_back(c), wait_r.add(c / a);
     }
+    ratios interval_r;
+    std::vector<double> t_interval;
+    int written_interval = 0;
+    for (int r = 0; r < repeats; ++r) {
+      double a = 0, b = 0;
+      if (r % 2 == 0) {
+        a = loop(0).first;
+        std::tie(b, written_interval) = loop(3);
+      } else {
+        std::tie(b, written_interval) = loop(3);
+        a = loop(0).first;
+      }
+      t_interval.push_back(b), interval_r.add(b / a);
+    }
     say("seed 004's loop, %d steps: one step %.2f ms, one save %.2f ms (save + wait)\n", steps,
         median(t_one_step) * 1e3, median(t_one_save) * 1e3);
     say("  without saving %.3f s; saving every step (skip_while_busy) %.3f s: %s the time, %d of %d steps written;\n"
@@ -292,6 +313,8 @@ int main(int argc, char** argv) {
         median(final_wait) * 1e3);
     say("  saving every step, each save waiting for the previous (Orbax's policy): %.3f s: %s the time\n",
         median(t_wait), wait_r.text().c_str());
+    say("  saving every step, skip_while_busy and minimum_interval %.1f ms (ten saves): %.3f s: %s the time, %d of %d steps written\n",
+        interval.count() * 1e3, median(t_interval), interval_r.text().c_str(), written_interval, steps);
     say("  final loss %.6f\n", static_cast<double>(last));
   }
   return 0;

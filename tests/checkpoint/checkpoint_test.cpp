@@ -427,6 +427,32 @@ TEST_CASE("checkpoint_manager: saves in the background, keeps the newest max_to_
     CHECK(busy.all_steps() == std::vector<std::int64_t>{1, 3});
     CHECK(tessera_test::same_array(tessera::to_host(busy.restore(3, params_at(0)).w), xt::xtensor<float, 2>(w_host() + 3.0f)));
   }
+  // minimum_interval (Orbax's ContinuousCheckpointingPolicy(minimum_interval_secs)): a save that
+  // starts sooner than that after the previous one is skipped, with either policy, even with the
+  // previous save written; force saves anyway; once the interval has passed, saves are taken again.
+  for (bool const skip : {false, true}) {
+    fs::path const d = dir / (skip ? "interval_skip" : "interval_wait");
+    tessera::checkpoint_manager_options o{.max_to_keep = 0, .skip_while_busy = skip};
+    o.minimum_interval = std::chrono::hours(1);
+    {
+      tessera::checkpoint_manager m{d, o};
+      CHECK(m.save(1, params_at(1)));
+      m.wait();
+      CHECK_FALSE(m.save(2, params_at(2)));
+      CHECK(m.save(3, params_at(3), /*force=*/true));
+      m.wait();
+      CHECK(m.all_steps() == std::vector<std::int64_t>{1, 3});
+    }
+    o.minimum_interval = std::chrono::milliseconds(30);
+    tessera::checkpoint_manager m{d, o};
+    CHECK(m.save(4, params_at(4)));
+    m.wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    CHECK(m.save(5, params_at(5)));
+    m.wait();
+    CHECK(m.all_steps() == std::vector<std::int64_t>{1, 3, 4, 5});
+    CHECK(tessera_test::same_array(tessera::to_host(m.restore(5, params_at(0)).w), xt::xtensor<float, 2>(w_host() + 5.0f)));
+  }
   // A failing background save throws from wait(), naming the file.
   fs::remove_all(dir);
   fs::create_directories(dir / "7.h5.tessera-tmp");  // a folder where the temporary file must go

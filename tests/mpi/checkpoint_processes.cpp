@@ -11,6 +11,7 @@
 
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -158,6 +159,20 @@ int main(int argc, char** argv) {
       auto const r = mgr.restore(12, a);
       check(std::get<0>(r), 12, 0);
       check(std::get<1>(r).second, 12, 2);
+    }
+    // minimum_interval across processes, with Orbax's policy (a blocking agreement) and with
+    // skip_while_busy (the posted one): every process skips the same steps.
+    for (bool const skip : {false, true}) {
+      tessera::checkpoint_manager_options o{.max_to_keep = 0, .skip_while_busy = skip};
+      o.minimum_interval = std::chrono::hours(1);
+      tessera::checkpoint_manager mgr{dir + (skip ? "/interval_skip" : "/interval_wait"), o};
+      EXPECT(mgr.save(1, make_tree(1, devices)));
+      mgr.wait();
+      for (int step = 2; step <= 4; ++step) EXPECT(!mgr.save(step, make_tree(step, devices)));
+      EXPECT(mgr.save(5, make_tree(5, devices), /*force=*/true));
+      mgr.wait();
+      EXPECT(mgr.all_steps() == (std::vector<std::int64_t>{1, 5}));
+      check(std::get<0>(mgr.restore(5, a)), 5, 0);
     }
   } else if (mode == "load") {
     load_and_check(path, 1, devices);

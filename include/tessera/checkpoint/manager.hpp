@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +45,11 @@ struct checkpoint_manager_options {
   /// saves every step never waits for the disk, and the checkpoints on disk are as new as the
   /// disk's speed allows. save(step, tree, /*force=*/true) waits in either case (the last step).
   bool skip_while_busy = false;
+  /// ContinuousCheckpointingPolicy(minimum_interval_secs=...): a save that starts less than this
+  /// after the previous one started is skipped as well (save returns false; `force` still saves),
+  /// which bounds what the checkpoints cost the file system and the loop (docs/checkpoints.md,
+  /// "Saving every step"). Zero (the default): back-to-back saves, as Orbax's None.
+  std::chrono::duration<double> minimum_interval{0};
   /// How each checkpoint is written (checksums, progress).
   save_options save{};
 };
@@ -79,6 +85,15 @@ class checkpoint_manager {
   template <class Tree>
   bool save(std::int64_t step, Tree const& tree, bool force = false) {
     auto group = detail::current_checkpoint_group();
+    if (!options_.skip_while_busy && !force && options_.minimum_interval.count() > 0) {
+      // Every process skips alike: the process that last saved longest ago decides.
+      bool soon = too_soon();
+      if (group.across()) {
+        auto const lock = group.lock();
+        soon = detail::max_over_processes(group, soon ? 1 : 0) != 0;
+      }
+      if (soon) return false;
+    }
     if (options_.skip_while_busy) {
       // Across processes the agreement on "busy" is the one posted at the end of the last call
       // (a nonblocking MPI_Iallreduce): no blocking collective in a step that skips.
@@ -116,6 +131,7 @@ class checkpoint_manager {
   bool start_save(std::int64_t step, Tree const& tree, detail::checkpoint_group const& group) {
     wait();
     if (auto latest = latest_step(); latest && step <= *latest) return false;
+    last_start_ = std::chrono::steady_clock::now();
     auto job = std::make_shared<pending>();
     job->path = path_of(step).string();
     job->plans = detail::plan_tree(tree, job->path);
@@ -251,8 +267,14 @@ class checkpoint_manager {
 #endif
     return detail::max_over_processes(g, busy_here() ? 1 : 0) != 0;
   }
+  /// A save in flight here, or (minimum_interval) the last one started too recently.
   bool busy_here() const {
-    return worker_.joinable() && !(committing_ ? committing_->done.load() : done_.load());
+    return too_soon() || (worker_.joinable() && !(committing_ ? committing_->done.load() : done_.load()));
+  }
+  /// Whether less than minimum_interval has passed since the last save started.
+  bool too_soon() const {
+    return options_.minimum_interval.count() > 0 && last_start_ &&
+           std::chrono::steady_clock::now() - *last_start_ < options_.minimum_interval;
   }
   /// The next call's answer to busy(), across processes: each process's state now, reduced without
   /// blocking (every process calls save() at the same points, so the collectives match). A save in
@@ -326,6 +348,7 @@ class checkpoint_manager {
   } sample_;                              // skip_while_busy across processes: see post_busy_sample
 #endif
   std::exception_ptr error_;
+  std::optional<std::chrono::steady_clock::time_point> last_start_;  // minimum_interval's clock
 };
 
 }  // namespace tessera
