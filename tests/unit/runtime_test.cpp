@@ -582,6 +582,30 @@ TEST_CASE("device_memory size classes: 64-byte multiples with at most 25% slack"
   }
 }
 
+TEST_CASE("device_memory: blocks of 256 KiB or more start on a page, smaller ones on 64 bytes", "[runtime][memory]") {
+  using tessera::detail::device_memory;
+  STATIC_REQUIRE(device_memory::alignment_of(device_memory::page_aligned_from - 64) == 64);
+  STATIC_REQUIRE(device_memory::alignment_of(device_memory::page_aligned_from) == 4096);
+  device_memory mem;
+  for (std::size_t bytes : {std::size_t{100}, std::size_t{4096}, (std::size_t{256} << 10) - 64, std::size_t{256} << 10,
+                            (std::size_t{1} << 20) + 8, std::size_t{64} << 20}) {
+    INFO(bytes << " bytes");
+    std::size_t const want = bytes >= (std::size_t{256} << 10) ? 4096 : 64;
+    // Fresh blocks, then the same blocks handed out again from the cache.
+    void* a = mem.allocate(bytes);
+    void* b = mem.allocate(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % want == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(b) % want == 0);
+    mem.release(a, bytes);
+    void* c = mem.allocate(bytes);
+    CHECK(c == a);
+    mem.release(c, bytes);
+    mem.release(b, bytes);
+  }
+  mem.trim();
+  CHECK(mem.cached_bytes() == 0);
+}
+
 TEST_CASE("device_memory hands freed blocks out again, within its limit", "[runtime][memory]") {
   tessera::detail::device_memory mem;
   CHECK(mem.cached_bytes() == 0);

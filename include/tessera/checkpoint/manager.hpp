@@ -20,6 +20,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <regex>
 #include <string>
@@ -143,7 +144,7 @@ class checkpoint_manager {
         // The previous save's buffers where they fit: a loop that saves every step pays no page faults.
         host_buffer h;
         if (k < spare_.size() && spare_[k].bytes == bytes) h = std::move(spare_[k]);
-        else h = {bytes, std::make_unique_for_overwrite<std::byte[]>(bytes)};
+        else h = {bytes, host_bytes(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{host_alignment})))};
         ++k;
         std::memcpy(h.data.get(), b.data, bytes);
         b.data = h.data.get();
@@ -216,9 +217,16 @@ class checkpoint_manager {
   std::filesystem::path const& directory() const { return dir_; }
 
  private:
+  /// The host copies start on a page, as device_memory's large blocks do, so that raw_writer
+  /// writes them with O_DIRECT straight from them rather than through its bounce buffer.
+  static constexpr std::size_t host_alignment = 4096;
+  struct aligned_delete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{host_alignment}); }
+  };
+  using host_bytes = std::unique_ptr<std::byte[], aligned_delete>;
   struct host_buffer {
     std::size_t bytes = 0;
-    std::unique_ptr<std::byte[]> data;
+    host_bytes data;
   };
   struct pending {
     std::vector<detail::leaf_plan> plans;
