@@ -270,51 +270,47 @@ int main(int argc, char** argv) {
       if (mode == 1) final_wait.push_back(tail);
       return std::make_pair(t, written);
     };
-    ratios skip_r, wait_r;
-    std::vector<double> t_plain, t_skip, t_wait;
-    int written = 0;
-    for (int r = 0; r < repeats; ++r) {  // ABBA: neither runs first in every pair
-      double a = 0, b = 0;
-      int w = 0;
-      if (r % 2 == 0) {
-        a = loop(0).first;
-        std::tie(b, w) = loop(1);
-      } else {
-        std::tie(b, w) = loop(1);
-        a = loop(0).first;
+    // `repeats` pairs of the loop without saving and with `mode`, ABBA (neither runs first in every pair).
+    struct paired {
+      ratios r;
+      std::vector<double> plain, with;
+      int written = 0;
+    };
+    auto alternated = [&](int mode) {
+      paired p;
+      for (int r = 0; r < repeats; ++r) {
+        double a = 0, b = 0;
+        if (r % 2 == 0) {
+          a = loop(0).first;
+          std::tie(b, p.written) = loop(mode);
+        } else {
+          std::tie(b, p.written) = loop(mode);
+          a = loop(0).first;
+        }
+        p.plain.push_back(a), p.with.push_back(b), p.r.add(b / a);
       }
-      t_plain.push_back(a), t_skip.push_back(b), skip_r.add(b / a), written = w;
-    }
+      return p;
+    };
+    paired skip = alternated(1);
+    ratios wait_r;
+    std::vector<double> t_wait;
     for (int r = 0; r < std::min(repeats, 2); ++r) {
       double const a = loop(0).first;
       double const c = loop(2).first;
       t_wait.push_back(c), wait_r.add(c / a);
     }
-    ratios interval_r;
-    std::vector<double> t_interval;
-    int written_interval = 0;
-    for (int r = 0; r < repeats; ++r) {
-      double a = 0, b = 0;
-      if (r % 2 == 0) {
-        a = loop(0).first;
-        std::tie(b, written_interval) = loop(3);
-      } else {
-        std::tie(b, written_interval) = loop(3);
-        a = loop(0).first;
-      }
-      t_interval.push_back(b), interval_r.add(b / a);
-    }
+    paired spaced = alternated(3);
     say("seed 004's loop, %d steps: one step %.2f ms, one save %.2f ms (save + wait)\n", steps,
         median(t_one_step) * 1e3, median(t_one_save) * 1e3);
     say("  without saving %.3f s; saving every step (skip_while_busy) %.3f s: %s the time, %d of %d steps written;\n"
         "  %.1f ms per loop inside save() (the copies, the starts, the checks); then %.1f ms for the last step's\n"
         "  checkpoint to be on disk (wait() after the forced save, once per run, not counted above)\n",
-        median(t_plain), median(t_skip), skip_r.text().c_str(), written, steps, in_save / repeats * 1e3,
+        median(skip.plain), median(skip.with), skip.r.text().c_str(), skip.written, steps, in_save / repeats * 1e3,
         median(final_wait) * 1e3);
     say("  saving every step, each save waiting for the previous (Orbax's policy): %.3f s: %s the time\n",
         median(t_wait), wait_r.text().c_str());
     say("  saving every step, skip_while_busy and minimum_interval %.1f ms (ten saves): %.3f s: %s the time, %d of %d steps written\n",
-        interval.count() * 1e3, median(t_interval), interval_r.text().c_str(), written_interval, steps);
+        interval.count() * 1e3, median(spaced.with), spaced.r.text().c_str(), spaced.written, steps);
     say("  final loss %.6f\n", static_cast<double>(last));
   }
   return 0;

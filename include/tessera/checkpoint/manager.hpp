@@ -87,7 +87,7 @@ class checkpoint_manager {
   bool save(std::int64_t step, Tree const& tree, bool force = false) {
     auto group = detail::current_checkpoint_group();
     if (!options_.skip_while_busy && !force && options_.minimum_interval.count() > 0) {
-      // Every process skips alike: the process that last saved longest ago decides.
+      // Every process skips alike: a step is skipped where any process finds it too soon.
       bool soon = too_soon();
       if (group.across()) {
         auto const lock = group.lock();
@@ -144,7 +144,7 @@ class checkpoint_manager {
         // The previous save's buffers where they fit: a loop that saves every step pays no page faults.
         host_buffer h;
         if (k < spare_.size() && spare_[k].bytes == bytes) h = std::move(spare_[k]);
-        else h = {bytes, host_bytes(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{host_alignment})))};
+        else h = {bytes, host_bytes(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{detail::raw_align()})))};
         ++k;
         std::memcpy(h.data.get(), b.data, bytes);
         b.data = h.data.get();
@@ -217,11 +217,10 @@ class checkpoint_manager {
   std::filesystem::path const& directory() const { return dir_; }
 
  private:
-  /// The host copies start on a page, as device_memory's large blocks do, so that raw_writer
-  /// writes them with O_DIRECT straight from them rather than through its bounce buffer.
-  static constexpr std::size_t host_alignment = 4096;
+  /// The host copies start on raw_writer's unit (a page), as device_memory's large blocks do, so
+  /// that it writes them with O_DIRECT straight from them rather than through its bounce buffer.
   struct aligned_delete {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{host_alignment}); }
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{detail::raw_align()}); }
   };
   using host_bytes = std::unique_ptr<std::byte[], aligned_delete>;
   struct host_buffer {
