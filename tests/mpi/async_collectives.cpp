@@ -1,16 +1,22 @@
-// Asynchronous collectives across processes (parallel/async_across_processes.hpp), under mpirun
-// with P processes of K devices (the argument; ctest: 2x1, where each is one nonblocking MPI call,
-// and 2x2, where the blocking collective runs at the start): every *_async's wait() gives what
-// the blocking call gives, with several in flight and waited on in another order on each
-// process, checked and unchecked; a future dropped unwaited completes for the others; checked
-// mode turns processes in different async collectives into collective_mismatch everywhere.
+// Asynchronous collectives across processes, under mpirun with P processes of K devices (the
+// argument; ctest: 2x1, where each is one nonblocking MPI call of its own,
+// parallel/async_across_processes.hpp, and 2x2, where the last local device to start posts one
+// MPI_Iallgatherv for the process, parallel/async_gathered.hpp): every *_async's wait() gives
+// what the blocking call gives, on a 1-D mesh and on a mesh of processes x devices, with several
+// in flight and waited on in another order on each device, checked and unchecked; a future
+// dropped unwaited completes for the others; unchecked, a start does not wait for a late
+// process; checked mode turns processes, or devices of one process, in different async
+// collectives into collective_mismatch everywhere.
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xview.hpp>
@@ -113,6 +119,112 @@ void check_mismatch(tessera::distributed::runtime& rt, std::size_t n) {
   EXPECT(what.find("not in the same collective") != std::string::npos);
 }
 
+// A mesh of "p" across the processes and "l" inside them: with several devices per process every
+// *_async takes the gathered path (parallel/async_gathered.hpp): over "p" (one member per
+// process), "l" (no MPI call) and both, waited on in another order on odd devices.
+void check_two_axes(std::size_t procs, std::size_t k) {
+  auto const mesh = tessera::make_mesh<"p", "l">({static_cast<int>(procs), static_cast<int>(k)});
+  std::size_t const n = procs * k;
+  xt::xtensor<float, 2> host =
+      xt::reshape_view(xt::arange<float>(static_cast<float>(n * 24)) * 0.25f - 5.0f, {procs * 4, k * 6});
+  auto const x = tessera::device_put(host, tessera::named_sharding(mesh, P<"p", "l">{}));
+  std::atomic<int> bad{0};
+  auto f = tessera::shard_map(
+      [&](auto blk) {
+        int const pi = tessera::axis_index<"p">();
+        int const li = tessera::axis_index<"l">();
+        int const np = tessera::axis_size<"p">();
+        int const nl = tessera::axis_size<"l">();
+        std::vector<std::pair<int, int>> next_p, back_l;
+        for (int j = 0; j < np; ++j) next_p.emplace_back(j, (j + 1) % np);
+        for (int j = 0; j < nl; ++j) back_l.emplace_back(j, (j + nl - 1) % nl);
+        xt::xtensor<float, 2> w = xt::reshape_view(xt::arange<float>(static_cast<float>(2 * n * 3)), {2 * n, std::size_t{3}}) *
+                                      static_cast<float>(1 + pi) +
+                                  static_cast<float>(li);
+        auto f1 = tessera::all_gather_async<"p">(blk, 0, tessera::tiled);
+        auto f2 = tessera::psum_async<"l">(blk);
+        auto f3 = tessera::psum_async<"p", "l">(blk);
+        auto f4 = tessera::psum_scatter_async<"p", "l">(w, 0, tessera::tiled);
+        auto f5 = tessera::all_to_all_async<"p">(w, 0, 1, tessera::tiled);
+        auto f6 = tessera::ppermute_async<"p">(blk, next_p);
+        auto f7 = tessera::ppermute_async<"l">(blk, back_l);
+        auto f8 = tessera::pmax_async<"p", "l">(1.5 * pi - li);
+        auto f9 = tessera::pmean_async<"p">(xt::xtensor<int, 1>{pi * 7, li - 3});  // integers: a float result
+        auto f10 = tessera::all_gather_async<"l", "p">(blk, 1);
+        auto dropped = tessera::psum_async<"p">(blk * 3.0f);
+        auto const b1 = tessera::all_gather<"p">(blk, 0, tessera::tiled);
+        auto const b2 = tessera::psum<"l">(blk);
+        auto const b3 = tessera::psum<"p", "l">(blk);
+        auto const b4 = tessera::psum_scatter<"p", "l">(w, 0, tessera::tiled);
+        auto const b5 = tessera::all_to_all<"p">(w, 0, 1, tessera::tiled);
+        auto const b6 = tessera::ppermute<"p">(blk, next_p);
+        auto const b7 = tessera::ppermute<"l">(blk, back_l);
+        auto const b8 = tessera::pmax<"p", "l">(1.5 * pi - li);
+        auto const b9 = tessera::pmean<"p">(xt::xtensor<int, 1>{pi * 7, li - 3});
+        auto const b10 = tessera::all_gather<"l", "p">(blk, 1);
+        auto check = [&](auto& fut, auto const& want) { bad += same(fut.wait(), want) ? 0 : 1; };
+        if ((pi + li) % 2 == 0) {
+          check(f1, b1), check(f2, b2), check(f3, b3), check(f4, b4), check(f5, b5);
+          check(f6, b6), check(f7, b7), check(f8, b8), check(f9, b9), check(f10, b10);
+        } else {
+          check(f10, b10), check(f9, b9), check(f8, b8), check(f7, b7), check(f6, b6);
+          check(f5, b5), check(f4, b4), check(f3, b3), check(f2, b2), check(f1, b1);
+        }
+        return blk;
+      },
+      mesh, tessera::in_specs(P<"p", "l">{}), tessera::out_specs(P<"p", "l">{}));
+  (void)f(x);
+  EXPECT(bad.load() == 0);
+}
+
+// Unchecked, a start makes no exchange with the other processes: the last process's devices start
+// a second late, and the others' starts return at once (their wait then takes the second).
+void check_start_does_not_wait(tessera::distributed::runtime& rt, std::size_t n) {
+  rt.set_checked_collectives(false);
+  auto const mesh = tessera::make_mesh<"i">({static_cast<int>(n)});
+  auto const x = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(static_cast<float>(4 * n))),
+                                     tessera::named_sharding(mesh, P<"i">{}));
+  bool const late = rt.process_index() == rt.process_count() - 1;
+  std::atomic<int> slow_starts{0}, bad{0};
+  auto const sm = tessera::shard_map(
+      [&](auto blk) {
+        if (late) std::this_thread::sleep_for(std::chrono::seconds(2));
+        auto const t0 = std::chrono::steady_clock::now();
+        auto fut = tessera::psum_async<"i">(blk);
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1)) ++slow_starts;
+        auto const got = fut.wait();
+        bad += same(got, tessera::psum<"i">(blk)) ? 0 : 1;
+        return blk;
+      },
+      mesh, tessera::in_specs(P<"i">{}), tessera::out_specs(P<"i">{}));
+  (void)sm(x);
+  EXPECT(slow_starts.load() == 0);
+  EXPECT(bad.load() == 0);
+}
+
+// Checked: devices of one process in different async collectives (the last process's first device
+// in pmax_async, its others in psum_async) are a collective_mismatch in every process.
+void check_local_mismatch(tessera::distributed::runtime& rt, std::size_t n, int k) {
+  rt.set_checked_collectives(true);
+  auto const mesh = tessera::make_mesh<"i">({static_cast<int>(n)});
+  auto const x = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(static_cast<float>(2 * n))),
+                                     tessera::named_sharding(mesh, P<"i">{}));
+  int const odd_one = (rt.process_count() - 1) * k;
+  auto const sm = tessera::shard_map(
+      [odd_one](auto blk) {
+        if (tessera::axis_index<"i">() == odd_one) return xt::xtensor<float, 1>(tessera::pmax_async<"i">(blk).wait());
+        return xt::xtensor<float, 1>(tessera::psum_async<"i">(blk).wait());
+      },
+      mesh, tessera::in_specs(P<"i">{}), tessera::out_specs(P<"i">{}), tessera::no_check_vma);
+  std::string what;
+  try {
+    (void)sm(x);
+  } catch (std::exception const& e) {
+    what = e.what();
+  }
+  EXPECT(what.find("not in the same collective") != std::string::npos);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,8 +238,13 @@ int main(int argc, char** argv) {
     for (bool checked : {true, false}) {
       rt.set_checked_collectives(checked);
       check_values(n);
+      check_two_axes(static_cast<std::size_t>(size), static_cast<std::size_t>(k));
     }
-    if (size > 1) check_mismatch(rt, n);
+    if (size > 1) {
+      check_mismatch(rt, n);
+      check_start_does_not_wait(rt, n);
+      if (k > 1) check_local_mismatch(rt, n, k);
+    }
     int const mine = failures;
     MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, rt.communicator());
     if (me == 0) std::printf("async_collectives: %d processes x %d devices, %d failures\n", size, k, total);

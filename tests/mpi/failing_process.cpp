@@ -10,6 +10,9 @@
 //                           exchange to meet): process 1's runtime calls MPI_Abort, naming it
 //   failing_process single  the same with one device per process, whose tasks run on the main
 //                           thread and whose collectives are MPI's blocking calls
+//   failing_process async   the same with psum_async: the others' requests are in flight, and
+//                           process 1's other device waits for its peer's start (the gathered
+//                           path, parallel/async_gathered.hpp)
 //   failing_process memory  process 1 runs out of memory (its address space capped) in a sum
 //                           over the processes, whose exchange the others are waiting in; the
 //                           program catches the exception and waits in a barrier: process 1's
@@ -63,16 +66,21 @@ int body(int argc, char** argv) {
     std::printf("process %d: passed the barrier, which it cannot while the others wait in the sum\n", rt.process_index());
     return 0;
   }
-  if (argc > 1 && (single || std::strcmp(argv[1], "device") == 0)) {
+  bool const async = argc > 1 && std::strcmp(argv[1], "async") == 0;
+  if (argc > 1 && (single || async || std::strcmp(argv[1], "device") == 0)) {
     rt.set_checked_collectives(false);
     auto const mesh = tessera::make_mesh<"d">({rt.device_count()});
     auto const x = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(float(4 * rt.device_count()))),
                                        tessera::named_sharding(mesh, tessera::P<"d">{}));
     bool const fails = rt.process_index() == 1;
     auto const sm = tessera::shard_map(
-        [fails, k](auto const& v) {
+        [fails, k, async](auto const& v) {
           // process 1's first device (global id k)
           if (fails && tessera::axis_index<"d">() == k) throw std::runtime_error("process 1's device fails before the psum");
+          if (async) {
+            auto fut = tessera::psum_async<"d">(v);
+            return fut.wait();
+          }
           return tessera::psum<"d">(v);
         },
         mesh, tessera::in_specs(tessera::P<"d">{}), tessera::out_specs(tessera::P<>{}));

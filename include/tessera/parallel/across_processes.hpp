@@ -144,6 +144,13 @@ struct process_run {
   }
   std::exception_ptr error;                   // of the last exchange, for every local device
   bool mismatch = false;                      // that error was a collective_mismatch (thrown everywhere)
+  // The same, seen by an asynchronous collective's start (parallel/async_gathered.hpp): made by
+  // whichever device starts last, possibly while the first one is in a blocking collective.
+  struct sticky_flag {
+    std::atomic<bool> value{false};
+    sticky_flag() = default;
+    sticky_flag(sticky_flag&& o) noexcept : value(o.value.load()) {}
+  } async_mismatch;
   bool checked = true;                        // signatures compared between processes (set_checked_collectives)
   bool deterministic = false;                 // sums in rank order (set_deterministic_collectives)
 };
@@ -315,22 +322,21 @@ inline bool local_devices_agree(process_run const& r) {
                             "collective (" + describe_collective(sig) + ")");
 }
 
-/// Checked mode's exchange before a collective (the first device's part): every process's
+/// Checked mode's exchange before a collective: every process's
 /// signature and size, over every process whatever the group, so that a process in another
 /// collective, or one that has returned, meets it instead of leaving the others waiting; the
 /// same everywhere, or all of them throw collective_mismatch. A process whose own devices
 /// disagree says so with a signature no collective has (0), so the others throw too.
-inline void compare_signatures(process_run& r, op_signature const& sig) {
+inline void compare_between_processes(process_run const& r, bool local_ok, std::uint64_t hash, std::uint64_t bytes,
+                                      op_signature const& sig) {
   std::size_t const procs = r.layout->per_process.size();
-  bool const local_ok = local_devices_agree(r);
-  std::uint64_t const head[2] = {local_ok ? r.mine[0].hash : 0, r.mine.empty() ? 0 : r.mine[0].bytes};
+  std::uint64_t const head[2] = {local_ok ? hash : 0, bytes};
   std::vector<std::uint64_t> counts(procs, 2 * sizeof(std::uint64_t));
   std::vector<std::uint64_t> heads(2 * procs);
   r.pool->gather_bytes(0, std::span<std::byte const>(reinterpret_cast<std::byte const*>(head), sizeof(head)), counts,
                        reinterpret_cast<std::byte*>(heads.data()));
   for (std::size_t p = 0; p < procs; ++p)
     if (heads[2 * p] != head[0] || heads[2 * p + 1] != head[1]) {
-      r.mismatch = true;
       throw collective_mismatch(
           "tessera::shard_map across processes: the devices are not in the same collective: this process's "
           "devices are in " +
@@ -340,9 +346,19 @@ inline void compare_signatures(process_run& r, op_signature const& sig) {
                                        : "are in another one (or have returned)") +
           "; every process must run the same collectives in the same order");
     }
-  if (!local_ok) {
+  if (!local_ok) throw_local_mismatch(sig);
+}
+
+/// compare_between_processes of the devices' published contributions (the first device's part);
+/// a mismatch is noted in r.mismatch.
+inline void compare_signatures(process_run& r, op_signature const& sig) {
+  bool const local_ok = local_devices_agree(r);
+  try {
+    compare_between_processes(r, local_ok, r.mine.empty() ? 0 : r.mine[0].hash, r.mine.empty() ? 0 : r.mine[0].bytes,
+                              sig);
+  } catch (collective_mismatch const&) {
     r.mismatch = true;
-    throw_local_mismatch(sig);
+    throw;
   }
 }
 

@@ -13,8 +13,9 @@
 //   all_to_all       MPI_Ialltoall (from the input and into the result where the pieces lie
 //                    contiguous there, else packed by destination and unpacked at wait())
 // Each function gives an empty optional elsewhere (several devices per process, other
-// layouts, more bytes than one MPI call takes); the caller then runs the blocking
-// collective at the start. In checked mode the start first compares signatures between the
+// layouts, more bytes than one MPI call takes); the caller then takes the gathered path
+// (parallel/async_gathered.hpp), or past one MPI call's bytes runs the blocking collective at
+// the start. In checked mode the start first compares signatures between the
 // processes (a blocking exchange, as before every collective), so a start waits for the other
 // processes to start; the transfer itself still overlaps.
 

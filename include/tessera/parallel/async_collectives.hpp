@@ -16,8 +16,10 @@
 // process and each process has one device of the group, the start posts the nonblocking call
 // (MPI_Iallgather, MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Ialltoall, MPI_Isend/Irecv for
 // ppermute) and wait() completes it (runtime/mpi_async.hpp, which also says who makes the
-// progress). Elsewhere between processes the collective runs when started and the future holds
-// its result (docs/async.md).
+// progress). With several devices per process, or other layouts, the last local device to start
+// posts one MPI_Iallgatherv of the process's inputs (parallel/async_gathered.hpp). Only a
+// collective larger than one MPI call takes runs when started, the future holding its result
+// (docs/async.md).
 
 #include <algorithm>
 #include <array>
@@ -33,6 +35,7 @@
 
 #include "tessera/debug/trace_annotation.hpp"
 #include "tessera/parallel/async_across_processes.hpp"
+#include "tessera/parallel/async_gathered.hpp"
 #include "tessera/parallel/collective_future.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/spmd_context.hpp"
@@ -53,6 +56,7 @@ struct team_start {
   char const* trace_name = "";
   std::uint64_t trace_bytes = 0;
   std::int64_t started_ns = 0;  // the trace clock at the start, when tracing
+  bool between_processes = false;  // the mesh spans processes: the exchange of parallel/async_gathered.hpp
 
   /// Waits until the group has started the collective, then `pull(in_of)` (in_of(j): member j's
   /// input), and records the collective's span, from its start to now, on the device's track.
@@ -62,9 +66,16 @@ struct team_start {
       throw std::logic_error(std::string("tessera::collective_future::wait (") + what +
                              "): wait on the device that started the collective, inside the same shard_map body");
     std::int64_t const waited_before = this_trace_track.wait_ns;
-    t->await_async(f->team_pos, g, *rv, sig);
-    std::int64_t const waited = this_trace_track.wait_ns - waited_before;
-    pull([this](std::size_t j) { return static_cast<T const*>(rv->entries[g.members[j]].in); });
+    std::int64_t const t0 = between_processes && started_ns != 0 ? trace_clock_ns() : 0;
+    if (between_processes) {
+      gathered_exchange const& x = complete_gathered(*f, *rv, sig);
+      pull([this, &x](std::size_t j) { return gathered_input<T>(*f->xp, *rv, x, g.members[j]); });
+    } else {
+      t->await_async(f->team_pos, g, *rv, sig);
+      pull([this](std::size_t j) { return static_cast<T const*>(rv->entries[g.members[j]].in); });
+    }
+    std::int64_t const waited =
+        between_processes && started_ns != 0 ? trace_clock_ns() - t0 : this_trace_track.wait_ns - waited_before;
     if (started_ns != 0 && tracing()) {
       trace_event e;
       e.name = trace_name;
@@ -74,7 +85,7 @@ struct team_start {
       e.duration_ns = trace_clock_ns() - started_ns;
       e.wait_ns = waited;
       e.bytes = trace_bytes;
-      e.detail = "async";
+      e.detail = between_processes ? "async, between processes" : "async";
       if (sig.describe) e.detail += ": " + sig.describe(sig);
       record_trace_event(std::move(e), started_ns);
     }
@@ -92,7 +103,12 @@ team_start start_on_team(collective_call<A...>& c, held_input<T>&& h, char const
   s.trace_name = trace_name;
   s.trace_bytes = bytes;
   if (tracing()) s.started_ns = trace_clock_ns();
-  s.rv = c.f.t->async().start(c.f.t->size(), c.f.team_pos, c.sig, h.data, std::move(h.keep));
+  if (c.f.xp != nullptr) {
+    s.between_processes = true;
+    s.rv = start_gathered(c.f, c.sig, h.data, std::move(h.keep), c.sig.count * (c.sig.dtype & 0xFFu));
+  } else {
+    s.rv = c.f.t->async().start(c.f.t->size(), c.f.team_pos, c.sig, h.data, std::move(h.keep));
+  }
   return s;
 }
 
@@ -130,6 +146,17 @@ auto all_reduce_async(V const& v, collective_input<T, N>&& in, op_kind kind, red
 
 /// Whether this device's collectives go between processes.
 inline bool across_processes(char const* what) { return frame_for(what).xp != nullptr; }
+
+/// Whether an asynchronous collective of v between processes can take the nonblocking gathered
+/// path (parallel/async_gathered.hpp), for elements of `elem` bytes; else it runs at its start.
+template <class V>
+bool gathered_async_ok(V const& v, char const* what, std::size_t elem = sizeof(typename value_traits<V>::type)) {
+  constexpr std::size_t N = value_traits<V>::rank;
+  std::size_t count = 1;
+  if constexpr (N != 0)
+    for (std::size_t i = 0; i < N; ++i) count *= static_cast<std::size_t>(v.shape()[i]);
+  return gathered_async_possible(frame_for(what), count * elem);
+}
 
 template <bool Tiled, axis_name... A, class V>
 auto gather_async(V&& v, std::size_t axis) {
@@ -224,7 +251,8 @@ auto all_gather_async(V&& v, collective_dim axis = 0) {
   std::size_t const a = axis.resolve(N + 1, "tessera::all_gather_async", "axis");
   if (detail::across_processes("all_gather_async")) {
     if (auto f = detail::mpi_gather_async<false, A...>(v, a)) return std::move(*f);
-    return detail::ready_future(all_gather<A...>(std::forward<V>(v), axis));
+    if (!detail::gathered_async_ok(v, "all_gather_async"))
+      return detail::ready_future(all_gather<A...>(std::forward<V>(v), axis));
   }
   return detail::gather_async<false, A...>(std::forward<V>(v), a);
 }
@@ -236,7 +264,8 @@ auto all_gather_async(V&& v, collective_dim axis, tiled_t) {
   std::size_t const a = axis.resolve(N, "tessera::all_gather_async(tiled)", "axis");
   if (detail::across_processes("all_gather_async")) {
     if (auto f = detail::mpi_gather_async<true, A...>(v, a)) return std::move(*f);
-    return detail::ready_future(all_gather<A...>(std::forward<V>(v), axis, tiled));
+    if (!detail::gathered_async_ok(v, "all_gather_async"))
+      return detail::ready_future(all_gather<A...>(std::forward<V>(v), axis, tiled));
   }
   return detail::gather_async<true, A...>(std::forward<V>(v), a);
 }
@@ -251,7 +280,7 @@ auto psum_async(V&& v) {
   if (detail::across_processes("psum_async")) {
     if (auto f = detail::mpi_reduce_async<Vma, A...>(v, detail::op_kind::psum, detail::reduce_op::sum, false))
       return std::move(*f);
-    return detail::ready_future(psum<A...>(std::forward<V>(v)));
+    if (!detail::gathered_async_ok(v, "psum_async")) return detail::ready_future(psum<A...>(std::forward<V>(v)));
   }
   return detail::all_reduce_async<Vma, A...>(v, detail::make_input(v), detail::op_kind::psum, detail::reduce_op::sum,
                                              false, "psum_async");
@@ -265,7 +294,7 @@ auto pmax_async(V&& v) {
   if (detail::across_processes("pmax_async")) {
     if (auto f = detail::mpi_reduce_async<Vma, A...>(v, detail::op_kind::pmax, detail::reduce_op::max, false))
       return std::move(*f);
-    return detail::ready_future(pmax<A...>(std::forward<V>(v)));
+    if (!detail::gathered_async_ok(v, "pmax_async")) return detail::ready_future(pmax<A...>(std::forward<V>(v)));
   }
   return detail::all_reduce_async<Vma, A...>(v, detail::make_input(v), detail::op_kind::pmax, detail::reduce_op::max,
                                              false, "pmax_async");
@@ -279,7 +308,7 @@ auto pmin_async(V&& v) {
   if (detail::across_processes("pmin_async")) {
     if (auto f = detail::mpi_reduce_async<Vma, A...>(v, detail::op_kind::pmin, detail::reduce_op::min, false))
       return std::move(*f);
-    return detail::ready_future(pmin<A...>(std::forward<V>(v)));
+    if (!detail::gathered_async_ok(v, "pmin_async")) return detail::ready_future(pmin<A...>(std::forward<V>(v)));
   }
   return detail::all_reduce_async<Vma, A...>(v, detail::make_input(v), detail::op_kind::pmin, detail::reduce_op::min,
                                              false, "pmin_async");
@@ -297,14 +326,15 @@ auto pmean_async(V&& v) {
     if (detail::across_processes("pmean_async")) {
       if (auto f = detail::mpi_reduce_async<Vma, A...>(v, detail::op_kind::pmean, detail::reduce_op::sum, true))
         return std::move(*f);
-      return detail::ready_future(pmean<A...>(std::forward<V>(v)));
+      if (!detail::gathered_async_ok(v, "pmean_async")) return detail::ready_future(pmean<A...>(std::forward<V>(v)));
     }
     return detail::all_reduce_async<Vma, A...>(v, detail::make_input(v), detail::op_kind::pmean,
                                                detail::reduce_op::sum, true, "pmean_async");
   } else {
-    if (detail::across_processes("pmean_async")) return detail::ready_future(pmean<A...>(std::forward<V>(v)));
     // Converted before the sum, as pmean does, so the sum cannot wrap around in the integer type.
     using R = std::conditional_t<(sizeof(T) > 4), double, float>;
+    if (detail::across_processes("pmean_async") && !detail::gathered_async_ok(v, "pmean_async", sizeof(R)))
+      return detail::ready_future(pmean<A...>(std::forward<V>(v)));
     auto in = detail::make_input(v);
     constexpr std::size_t N = std::tuple_size_v<decltype(in.shape)>;
     detail::collective_input<R, N> wide;
@@ -325,7 +355,8 @@ auto psum_scatter_async(V&& v, collective_dim dim = 0) {
   std::size_t const d = dim.resolve(N, "tessera::psum_scatter_async", "scatter_dimension");
   if (detail::across_processes("psum_scatter_async")) {
     if (auto f = detail::mpi_scatter_async<false, A...>(v, d)) return std::move(*f);
-    return detail::ready_future(psum_scatter<A...>(std::forward<V>(v), dim));
+    if (!detail::gathered_async_ok(v, "psum_scatter_async"))
+      return detail::ready_future(psum_scatter<A...>(std::forward<V>(v), dim));
   }
   return detail::scatter_async<false, A...>(std::forward<V>(v), d);
 }
@@ -337,7 +368,8 @@ auto psum_scatter_async(V&& v, collective_dim dim, tiled_t) {
   std::size_t const d = dim.resolve(N, "tessera::psum_scatter_async", "scatter_dimension");
   if (detail::across_processes("psum_scatter_async")) {
     if (auto f = detail::mpi_scatter_async<true, A...>(v, d)) return std::move(*f);
-    return detail::ready_future(psum_scatter<A...>(std::forward<V>(v), dim, tiled));
+    if (!detail::gathered_async_ok(v, "psum_scatter_async"))
+      return detail::ready_future(psum_scatter<A...>(std::forward<V>(v), dim, tiled));
   }
   return detail::scatter_async<true, A...>(std::forward<V>(v), d);
 }
@@ -351,7 +383,8 @@ auto all_to_all_async(V&& v, collective_dim split_axis, collective_dim concat_ax
   std::size_t const c = concat_axis.resolve(N, "tessera::all_to_all_async", "concat_axis");
   if (detail::across_processes("all_to_all_async")) {
     if (auto f = detail::mpi_exchange_async<true, A...>(v, s, c)) return std::move(*f);
-    return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled));
+    if (!detail::gathered_async_ok(v, "all_to_all_async"))
+      return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis, tiled));
   }
   return detail::exchange_async<true, A...>(std::forward<V>(v), s, c);
 }
@@ -365,7 +398,8 @@ auto all_to_all_async(V&& v, collective_dim split_axis, collective_dim concat_ax
   std::size_t const c = concat_axis.resolve(N, "tessera::all_to_all_async", "concat_axis");
   if (detail::across_processes("all_to_all_async")) {
     if (auto f = detail::mpi_exchange_async<false, A...>(v, s, c)) return std::move(*f);
-    return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis));
+    if (!detail::gathered_async_ok(v, "all_to_all_async"))
+      return detail::ready_future(all_to_all<A...>(std::forward<V>(v), split_axis, concat_axis));
   }
   return detail::exchange_async<false, A...>(std::forward<V>(v), s, c);
 }
@@ -380,7 +414,8 @@ auto ppermute_async(V&& v, std::vector<std::pair<int, int>> const& perm) {
   using Vma = detail::result_vma<V, false, A...>;
   if (detail::across_processes("ppermute_async")) {
     if (auto f = detail::mpi_permute_async<Vma, A...>(v, perm)) return std::move(*f);
-    return detail::ready_future(ppermute<A...>(std::forward<V>(v), perm));
+    if (!detail::gathered_async_ok(v, "ppermute_async"))
+      return detail::ready_future(ppermute<A...>(std::forward<V>(v), perm));
   }
   auto in = detail::make_input(v);
   detail::collective_call<A...> c("ppermute_async", detail::op_kind::ppermute);

@@ -356,7 +356,8 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     } catch (device_error const& e) {
       // Across processes, a failure other than one every process sees alike (a mismatch) would
       // leave the other processes waiting in their next exchange: the job ends, naming it.
-      if (xp && !xp->mismatch && pool->abort_processes) pool->abort_processes(std::string("a shard_map across processes failed: ") + e.what());
+      if (xp && !xp->mismatch && !xp->async_mismatch.value.load() && pool->abort_processes)
+        pool->abort_processes(std::string("a shard_map across processes failed: ") + e.what());
       throw detail::without_abandoned(e);
     }
     auto arrays = std::make_tuple(assemble<Out>(J, results, std::get<J>(buffers), pool,

@@ -22,7 +22,7 @@ class process_request {
 /// One nonblocking exchange over a process group's communicator (a handle of
 /// device_pool::process_groups; 0: every process), this process being rank `rank` of `size`.
 struct process_async_op {
-  enum class kind : std::uint8_t { all_gather, all_reduce, reduce_scatter, permute, all_to_all };
+  enum class kind : std::uint8_t { all_gather, all_reduce, reduce_scatter, permute, all_to_all, all_gather_v };
   kind what = kind::all_gather;
   std::uint8_t op = 0;         // all_reduce, reduce_scatter: 0 sum, 1 max, 2 min
   std::uint32_t dtype = 0;     // the elements' dtype_code (all_gather, permute: bytes, count in bytes)
@@ -32,6 +32,7 @@ struct process_async_op {
   std::size_t count = 0;       // elements (bytes for all_gather, permute, all_to_all: to each process) this process sends, or keeps (reduce_scatter)
   int send_to = -1;            // permute: the ranks in the group sent to and received from (-1: none)
   int receive_from = -1;
+  std::uint64_t const* counts = nullptr;  // all_gather_v: the bytes each rank of the group sends (count: this one's)
 };
 
 /// Runs process_async_ops; one per process, owned by its distributed runtime.

@@ -1,6 +1,6 @@
 #pragma once
 // The nonblocking MPI calls of asynchronous collectives across processes
-// (runtime/async_process.hpp): MPI_Iallgather, MPI_Iallreduce, MPI_Ireduce_scatter_block,
+// (runtime/async_process.hpp): MPI_Iallgather(v), MPI_Iallreduce, MPI_Ireduce_scatter_block,
 // MPI_Ialltoall and MPI_Isend/MPI_Irecv, posted at the start and completed at wait().
 //
 // Progress: MPI guarantees that a nonblocking collective advances only inside MPI calls
@@ -128,6 +128,7 @@ class async_mpi_engine::request final : public process_request {
   }
   void wait() override { complete(true); }
   std::vector<MPI_Request> requests;
+  std::vector<int> counts, displs;  // MPI_Iallgatherv's, read by MPI until the request completes
 
  private:
   friend class async_mpi_engine;
@@ -172,14 +173,25 @@ inline std::unique_ptr<process_request> async_mpi_engine::start(process_async_op
   bool const bytes = op.what == process_async_op::kind::all_gather || op.what == process_async_op::kind::permute ||
                      op.what == process_async_op::kind::all_to_all;
   std::size_t const elem = bytes ? 1 : std::max<std::size_t>(1, op.dtype & 0xFFu);
-  std::size_t const total =
+  std::size_t total =
       op.what == process_async_op::kind::all_gather || op.what == process_async_op::kind::all_to_all
           ? op.count * static_cast<std::size_t>(g.size)
       : op.what == process_async_op::kind::reduce_scatter ? op.count * elem * static_cast<std::size_t>(g.size)
                                                           : op.count * elem;
+  auto req = std::make_unique<request>(*this, g.comm);
+  if (op.what == process_async_op::kind::all_gather_v) {
+    total = 0;
+    req->counts.resize(static_cast<std::size_t>(g.size));
+    req->displs.resize(static_cast<std::size_t>(g.size));
+    for (std::size_t j = 0; j < req->counts.size(); ++j) {
+      if (op.counts[j] > static_cast<std::uint64_t>(INT_MAX) || total > static_cast<std::size_t>(INT_MAX)) return nullptr;
+      req->counts[j] = static_cast<int>(op.counts[j]);
+      req->displs[j] = static_cast<int>(total);
+      total += static_cast<std::size_t>(op.counts[j]);
+    }
+  }
   if (total > std::min<std::size_t>(mpi_max_bytes_per_call.load(), INT_MAX)) return nullptr;  // rounds: blocking
   int const n = static_cast<int>(op.count);
-  auto req = std::make_unique<request>(*this, g.comm);
   MPI_Datatype const type = mpi_type_of(op.dtype);
   MPI_Op const mop = op.op == 1 ? MPI_MAX : op.op == 2 ? MPI_MIN : MPI_SUM;
   {
@@ -189,6 +201,12 @@ inline std::unique_ptr<process_request> async_mpi_engine::start(process_async_op
         req->requests.resize(1);
         mpi_check(MPI_Iallgather(op.send, n, MPI_BYTE, op.recv, n, MPI_BYTE, g.comm, &req->requests[0]),
                   "MPI_Iallgather");
+        break;
+      case process_async_op::kind::all_gather_v:
+        req->requests.resize(1);
+        mpi_check(MPI_Iallgatherv(op.send, n, MPI_BYTE, op.recv, req->counts.data(), req->displs.data(), MPI_BYTE,
+                                  g.comm, &req->requests[0]),
+                  "MPI_Iallgatherv");
         break;
       case process_async_op::kind::all_reduce:
         req->requests.resize(1);

@@ -146,15 +146,21 @@ struct async_rendezvous {
   std::uint32_t seq;
   std::unique_ptr<async_entry[]> entries;
   std::size_t started = 0;  // under the board's lock
+  // Between processes: the process's exchange (parallel/async_gathered.hpp), made with the
+  // rendezvous, so every device sees the same one; erased, since runtime/ does not know its type.
+  std::shared_ptr<void> process_part;
 };
 
 /// The team's open rendezvous (those not every device has started yet) and the word their
 /// waiters sleep on, bumped by every start and by an abort.
 class async_board {
  public:
-  /// Device `pos` of `n` starts collective `sig` (number sig.seq) with input `in`.
+  /// Device `pos` of `n` starts collective `sig` (number sig.seq) with input `in`. `*last` (if
+  /// given) tells whether this start was the last of the n; `make_part` (if given) makes the
+  /// rendezvous's process_part when this start opens it.
   std::shared_ptr<async_rendezvous> start(std::size_t n, std::size_t pos, op_signature const& sig, void const* in,
-                                          std::shared_ptr<void const> keep) {
+                                          std::shared_ptr<void const> keep, bool* last = nullptr,
+                                          std::shared_ptr<void> (*make_part)() = nullptr) {
     std::shared_ptr<async_rendezvous> rv;
     {
       std::lock_guard lock(mutex_);
@@ -162,6 +168,7 @@ class async_board {
         if (r->seq == sig.seq) rv = r;
       if (!rv) {
         rv = std::make_shared<async_rendezvous>(sig.seq, n);
+        if (make_part != nullptr) rv->process_part = make_part();
         open_.push_back(rv);
       }
       async_entry& e = rv->entries[pos];
@@ -169,7 +176,9 @@ class async_board {
       e.in = in;
       e.keep = std::move(keep);
       e.arrived.store(true, std::memory_order_release);
-      if (++rv->started == n) open_.erase(std::find(open_.begin(), open_.end(), rv));
+      bool const complete = ++rv->started == n;
+      if (complete) open_.erase(std::find(open_.begin(), open_.end(), rv));
+      if (last != nullptr) *last = complete;
     }
     wake();
     return rv;
