@@ -1,5 +1,6 @@
-// Asynchronous collectives across processes (issue 33; bench/run_async.sh), 2 processes x 1
-// device under mpirun:
+// Asynchronous collectives across processes (issue 33; bench/run_async.sh), 2 processes x K
+// devices under mpirun (K: the argument, 1 unless given; with K > 1 the async collectives take
+// the gathered path, parallel/async_gathered.hpp):
 //   1. seed 003's pattern: all_gather_async + local work + wait against all_gather then the
 //      same work, the work calibrated to take about as long as the all-gather alone;
 //   2. the collective matmul of examples/collective_matmul.hpp, 2048x2048 float32: the
@@ -41,14 +42,15 @@ float local_work(float seed, long iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tessera::distributed::runtime rt{argc, argv, 1};
+  int const k = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  tessera::distributed::runtime rt{argc, argv, k};
   MPI_Comm const comm = rt.communicator();
   bool const root = rt.process_index() == 0;
   int const n = rt.device_count();
   auto const mesh = tessera::make_mesh<"i">({n});
   char const* progress = std::getenv("TESSERA_ASYNC_PROGRESS");
   if (root)
-    std::printf("%d processes x 1 device, progress: %s\n", n,
+    std::printf("%d processes x %d device(s), progress: %s\n", rt.process_count(), k,
                 progress && std::string(progress) == "wait" ? "none (MPI only inside wait)" : "progress thread");
 
   // 1. Seed 003's pattern, per_device MiB per device.

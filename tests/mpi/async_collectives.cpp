@@ -6,7 +6,7 @@
 // in flight and waited on in another order on each device, checked and unchecked; a future
 // dropped unwaited completes for the others; unchecked, a start does not wait for a late
 // process; checked mode turns processes, or devices of one process, in different async
-// collectives into collective_mismatch everywhere.
+// collectives into collective_mismatch everywhere. Argument "uneven": processes of 1, 2, ... devices.
 #include <tessera/distributed.hpp>  // first: it includes <mpi.h> without MPI's C++ bindings
 
 #include <atomic>
@@ -227,7 +227,36 @@ void check_local_mismatch(tessera::distributed::runtime& rt, std::size_t n, int 
 
 }  // namespace
 
+/// Processes of 1, 2, ... devices (argument "uneven"): MPI_Iallgatherv of uneven shares; and with
+/// MPI calls of at most 64 bytes, the blocking collective at the start.
+int uneven(int argc, char** argv) {
+  int rank = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &rank);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int total = 0, size = 1;
+  {
+    tessera::distributed::runtime rt{rank + 1};
+    me = rt.process_index();
+    size = rt.process_count();
+    auto const n = static_cast<std::size_t>(rt.device_count());
+    for (bool checked : {true, false}) {
+      rt.set_checked_collectives(checked);
+      check_values(n);
+    }
+    auto const keep = tessera::detail::mpi_max_bytes_per_call.load();
+    tessera::detail::mpi_max_bytes_per_call.store(64);
+    check_values(n);
+    tessera::detail::mpi_max_bytes_per_call.store(keep);
+    int const mine = failures;
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, rt.communicator());
+  }
+  MPI_Finalize();
+  if (rank == 0) std::printf("async_collectives: %d processes of 1 to %d devices, %d failures\n", size, size, total);
+  return total == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "uneven") return uneven(argc, argv);
   int const k = argc > 1 ? std::atoi(argv[1]) : 1;
   int total = 0, size = 1;
   {

@@ -41,7 +41,8 @@ struct gathered_exchange {
   std::atomic<bool> posted{false};    // set once `error`, or the request and buffers, are in place
   std::exception_ptr error;           // of the start (a mismatch, an MPI error): every wait throws it
   std::size_t bytes = 0;              // each device's input
-  std::unique_ptr<std::byte[]> send, recv;
+  std::shared_ptr<exchange_buffers> kept;  // where `send` and `recv` came from and go back to
+  byte_buffer send, recv;
   std::vector<std::uint64_t> counts;  // bytes from each member process, in rank order
   std::vector<std::size_t> offset;    // each process's block in `recv`, by process
   std::mutex done_mutex;
@@ -52,7 +53,13 @@ struct gathered_exchange {
   gathered_exchange() = default;
   gathered_exchange(gathered_exchange const&) = delete;
   gathered_exchange& operator=(gathered_exchange const&) = delete;
-  ~gathered_exchange() { req.reset(); }  // completed first: MPI may still write `recv`
+  ~gathered_exchange() {
+    req.reset();  // completed first: MPI may still write `recv`
+    if (kept) {
+      kept->give_async(std::move(send));
+      kept->give_async(std::move(recv));
+    }
+  }
 };
 
 inline std::shared_ptr<void> make_gathered_exchange() { return std::make_shared<gathered_exchange>(); }
@@ -89,8 +96,9 @@ inline void post_gathered(spmd_frame& f, async_rendezvous const& rv, gathered_ex
   x.bytes = bytes;
   process_group const& pg = group_for(r, sig);
   if (pg.local || bytes == 0) return;
-  x.send.reset(new std::byte[local * bytes]);
-  for (std::size_t q = 0; q < local; ++q) std::memcpy(x.send.get() + q * bytes, rv.entries[q].in, bytes);
+  x.kept = r.buffers;
+  x.send = x.kept->take_async(local * bytes);
+  for (std::size_t q = 0; q < local; ++q) std::memcpy(x.send.data() + q * bytes, rv.entries[q].in, bytes);
   x.counts.resize(pg.members.size());
   x.offset.assign(r.layout->per_process.size(), 0);
   std::size_t total = 0;
@@ -99,12 +107,12 @@ inline void post_gathered(spmd_frame& f, async_rendezvous const& rv, gathered_ex
     x.offset[pg.members[j]] = total;
     total += static_cast<std::size_t>(x.counts[j]);
   }
-  x.recv.reset(new std::byte[total]);
+  x.recv = x.kept->take_async(total);
   process_async_op op;
   op.what = process_async_op::kind::all_gather_v;
   op.group = pg.handle;
-  op.send = x.send.get();
-  op.recv = x.recv.get();
+  op.send = x.send.data();
+  op.recv = x.recv.data();
   op.count = local * bytes;
   op.counts = x.counts.data();
   x.req = async_engine.load()->start(op);
@@ -174,7 +182,7 @@ template <class T>
 T const* gathered_input(process_run const& r, async_rendezvous const& rv, gathered_exchange const& x, std::size_t q) {
   std::size_t const p = r.layout->process_of[q], i = r.layout->index_in_process[q];
   if (p == r.layout->process) return static_cast<T const*>(rv.entries[i].in);
-  return reinterpret_cast<T const*>(x.recv.get() + x.offset[p] + i * x.bytes);
+  return reinterpret_cast<T const*>(x.recv.data() + x.offset[p] + i * x.bytes);
 }
 
 }  // namespace tessera::detail
