@@ -68,6 +68,14 @@ void check_values(std::size_t n) {
         auto f11 = tessera::all_to_all_async<"i">(blk, 1, 0, tessera::tiled);
         xt::xtensor<float, 2> const rows = xt::view(blk, xt::range(0, k), xt::all());
         auto f12 = tessera::all_to_all_async<"i">(rows, 0, -1);
+        // Above 32 KiB in all, over groups of whole processes: MPI_Iallreduce of the local sum (2 x 2).
+        xt::xtensor<float, 1> const big = xt::arange<float>(4096.0f) * static_cast<float>(idx + 1) - 100.0f;
+        auto f13 = tessera::psum_async<"i">(big);
+        auto f14 = tessera::pmax_async<"i">(big * static_cast<float>(idx % 2 == 0 ? 1 : -1));
+        auto f15 = tessera::pmean_async<"i">(big);
+        auto const b13 = tessera::psum<"i">(big);
+        auto const b14 = tessera::pmax<"i">(big * static_cast<float>(idx % 2 == 0 ? 1 : -1));
+        auto const b15 = tessera::pmean<"i">(big);
         auto const b1 = tessera::all_gather<"i">(blk, 0, tessera::tiled);
         auto const b2 = tessera::all_gather<"i">(blk, 1);
         auto const b3 = tessera::psum<"i">(blk);
@@ -85,9 +93,9 @@ void check_values(std::size_t n) {
         if (idx % 2 == 0) {
           check(f1, b1), check(f2, b2), check(f3, b3), check(f4, b4), check(f5, b5);
           check(f6, b6), check(f7, b7), check(f8, b8), check(f9, b9), check(f10, b10);
-          check(f11, b11), check(f12, b12);
+          check(f11, b11), check(f12, b12), check(f13, b13), check(f14, b14), check(f15, b15);
         } else {
-          check(f12, b12), check(f11, b11);
+          check(f15, b15), check(f14, b14), check(f13, b13), check(f12, b12), check(f11, b11);
           check(f10, b10), check(f9, b9), check(f8, b8), check(f7, b7), check(f6, b6);
           check(f5, b5), check(f4, b4), check(f3, b3), check(f2, b2), check(f1, b1);
         }

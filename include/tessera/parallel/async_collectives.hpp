@@ -92,9 +92,11 @@ struct team_start {
   }
 };
 
-/// Starts collective `c` with input `h` on the team: from here the peers may read it.
+/// Starts collective `c` with input `h` on the team: from here the peers may read it. Between
+/// processes, `plan` (if given) reduces instead of gathering (parallel/async_gathered.hpp).
 template <axis_name... A, class T>
-team_start start_on_team(collective_call<A...>& c, held_input<T>&& h, char const* trace_name, std::uint64_t bytes) {
+team_start start_on_team(collective_call<A...>& c, held_input<T>&& h, char const* trace_name, std::uint64_t bytes,
+                         reduce_plan const* plan = nullptr) {
   team_start s;
   s.f = &c.f;
   s.t = c.f.t;
@@ -105,7 +107,7 @@ team_start start_on_team(collective_call<A...>& c, held_input<T>&& h, char const
   if (tracing()) s.started_ns = trace_clock_ns();
   if (c.f.xp != nullptr) {
     s.between_processes = true;
-    s.rv = start_gathered(c.f, c.sig, h.data, std::move(h.keep), c.sig.count * (c.sig.dtype & 0xFFu));
+    s.rv = start_gathered(c.f, c.sig, h.data, std::move(h.keep), c.sig.count * (c.sig.dtype & 0xFFu), plan);
   } else {
     s.rv = c.f.t->async().start(c.f.t->size(), c.f.team_pos, c.sig, h.data, std::move(h.keep));
   }
@@ -128,13 +130,23 @@ auto all_reduce_async(V const& v, collective_input<T, N>&& in, op_kind kind, red
   c.record("all-reduce", in.count() * sizeof(T));
   shape_t<N> const shape = in.shape;
   std::size_t const count = in.count();
-  auto s = start_on_team(c, hold_input(v, std::move(in)), "all-reduce", count * sizeof(T));
+  // Between processes whose groups are whole processes: MPI_Iallreduce of the local reduction.
+  reduce_plan plan;
+  plan.op = static_cast<std::uint8_t>(op == reduce_op::sum ? 0 : op == reduce_op::max ? 1 : 2);
+  plan.dtype = c.sig.dtype;
+  plan.count = count;
+  plan.local = &reduce_local_inputs<T>;
+  bool const mapped = c.f.xp != nullptr && op != reduce_op::prod && reduce_plan_fits<T>(c.f, c.sig, plan.op, count, c.k());
+  auto s = start_on_team(c, hold_input(v, std::move(in)), "all-reduce", count * sizeof(T), mapped ? &plan : nullptr);
   return make_future([s = std::move(s), shape, count, op, mean, what]() mutable {
     auto out = make_result<T>(shape);
     s.template finish<T>(what, [&](auto const& in_of) {
       std::size_t const k = s.g.size();
-      for (std::size_t a = 0; a < count; a += async_tile<T>)
-        reduce_inputs<T>(in_of, k, op, out.data() + a, a, std::min(async_tile<T>, count - a));
+      if (T const* all = s.between_processes ? gathered_reduction<T>(*s.rv) : nullptr)
+        std::copy(all, all + count, out.data());
+      else
+        for (std::size_t a = 0; a < count; a += async_tile<T>)
+          reduce_inputs<T>(in_of, k, op, out.data() + a, a, std::min(async_tile<T>, count - a));
       if (mean) {
         T const n = static_cast<T>(k);
         for (T* p = out.data(), *e = p + count; p != e; ++p) *p /= n;
