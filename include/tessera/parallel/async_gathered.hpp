@@ -138,6 +138,13 @@ inline void post_gathered(spmd_frame& f, async_rendezvous const& rv, gathered_ex
   process_group const& pg = group_for(r, sig);
   if (pg.local || bytes == 0) return;
   x.kept = r.buffers;
+  // gathered_async_possible kept the exchange within one call, so the engine cannot refuse it.
+  auto post = [&](process_async_op const& op) {
+    x.req = async_engine.load()->start(op);
+    if (!x.req)
+      throw std::logic_error("tessera: an asynchronous collective between processes could not be posted (" +
+                             describe_collective(sig) + ")");
+  };
   if (plan != nullptr) {
     x.reduced = true;
     x.send = x.kept->take_async(bytes);
@@ -151,10 +158,7 @@ inline void post_gathered(spmd_frame& f, async_rendezvous const& rv, gathered_ex
     op.send = x.send.data();
     op.recv = x.recv.data();
     op.count = plan->count;
-    x.req = async_engine.load()->start(op);
-    if (!x.req)
-      throw std::logic_error("tessera: an asynchronous collective between processes could not be posted (" +
-                             describe_collective(sig) + ")");
+    post(op);
     return;
   }
   x.send = x.kept->take_async(local * bytes);
@@ -175,10 +179,7 @@ inline void post_gathered(spmd_frame& f, async_rendezvous const& rv, gathered_ex
   op.recv = x.recv.data();
   op.count = local * bytes;
   op.counts = x.counts.data();
-  x.req = async_engine.load()->start(op);
-  if (!x.req)
-    throw std::logic_error("tessera: an asynchronous collective between processes could not be posted (" +
-                           describe_collective(sig) + ")");
+  post(op);
 }
 
 /// Device f's start of collective `sig` between processes, with input `in` of `bytes` (kept alive
