@@ -5,6 +5,9 @@
 #   Adds -fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer when the TESSERA_SANITIZE cache
 #   variable is non-empty, and -g1 (line tables for the reports) unless TESSERA_SANITIZE_LINE_TABLES
 #   is OFF (reports then name functions, from the symbol table, but no lines).
+#   TESSERA_SANITIZE_SKIP names checks left out (-fno-sanitize=), TESSERA_SANITIZE_ALSO UBSan
+#   checks added (fatal) to a ThreadSanitizer build: scripts/test runs the costly UBSan checks
+#   (alignment, null, vptr) with ThreadSanitizer's subset instead of on every file.
 function(tessera_apply_sanitizers)
   if(TESSERA_SANITIZE STREQUAL "")
     return()
@@ -17,6 +20,14 @@ function(tessera_apply_sanitizers)
     if(TESSERA_SANITIZE MATCHES "undefined")
       # Make UBSan findings fatal by default (UBSAN_OPTIONS still applies).
       target_compile_options(${tgt} PRIVATE -fno-sanitize-recover=undefined)
+    endif()
+    if(NOT TESSERA_SANITIZE_SKIP STREQUAL "")
+      target_compile_options(${tgt} PRIVATE -fno-sanitize=${TESSERA_SANITIZE_SKIP})
+    endif()
+    if(NOT TESSERA_SANITIZE_ALSO STREQUAL "")
+      target_compile_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE_ALSO}
+                                            -fno-sanitize-recover=${TESSERA_SANITIZE_ALSO})
+      target_link_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE_ALSO})
     endif()
     target_link_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE})
   endforeach()
