@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/detail/linkage.hpp"
 #include "tessera/detail/xtensor/xadapt.hpp"
 
@@ -213,7 +214,7 @@ X const& block_until_ready(X const& x) {
   if constexpr (array_type<X>) {
     x.block_until_ready();
   } else if constexpr (requires { std::tuple_size<X>::value; std::get<0>(x); }) {
-    std::apply([](auto const&... e) { (tessera::block_until_ready(e), ...); }, x);
+    tessera::detail::apply([](auto const&... e) { (tessera::block_until_ready(e), ...); }, x);
   }
   return x;
 }

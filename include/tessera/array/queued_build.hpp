@@ -81,8 +81,10 @@ array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, ch
 /// Empty blocks are filled only when FillEmpty (out is then null).
 template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
 array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char const* where, Fill fill) {
-  return build_array_queued_erased<T, N, S, FillEmpty>(
-      s, shape, where, std::make_shared<queued_fill_of<T, N, Fill>>(std::move(fill)));
+  // Owned through the base class: the shared_ptr's control block is then one type per (T, N),
+  // not one per fill (make_shared's would be some thirty functions per fill).
+  std::shared_ptr<queued_fill<T, N>> erased(static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, Fill>(std::move(fill))));
+  return build_array_queued_erased<T, N, S, FillEmpty>(s, shape, where, std::move(erased));
 }
 
 }  // namespace tessera::detail

@@ -31,6 +31,7 @@
 #include "tessera/array/queued_build.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/runtime/call_once.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/collectives.hpp"
@@ -497,7 +498,7 @@ class queued_sum {
   }
  private:
   partial_sum<T, N> sum_;
-  std::function<std::vector<T const*>()> data_;  // owns the partial array until the sum has run
+  detail::unique_function<std::vector<T const*>()> data_;  // owns the partial array until the sum has run
   std::once_flag once_;
 };
 

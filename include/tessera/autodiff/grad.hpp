@@ -19,6 +19,7 @@
 
 #include "tessera/autodiff/rules.hpp"
 #include "tessera/autodiff/shard_map_grad.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/parallel/vma_of.hpp"
 #include "tessera/autodiff/tracer.hpp"
 #include "tessera/debug/explain.hpp"
@@ -78,9 +79,9 @@ auto map_tree(F& f, T const& t) {
     auto children = children_of(t);
     // Braces: the leaves are mapped in order (a gradient's collectives then run in leaf order
     // with every compiler, as explain() lists them).
-    auto mapped = std::apply([&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; },
+    auto mapped = tessera::detail::apply([&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; },
                              children);
-    return std::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
+    return tessera::detail::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
   }
 }
 
@@ -167,7 +168,7 @@ auto grad_of_scalar(F const& f, Args const&... args) {
   auto wrapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return std::tuple<decltype(wrap<I, Argnums...>(t, std::get<I>(all)))...>(wrap<I, Argnums...>(t, std::get<I>(all))...);
   }(std::index_sequence_for<Args...>{});
-  auto out = std::apply(f, wrapped);
+  auto out = tessera::detail::apply(f, wrapped);
   auto const& loss = loss_of<HasAux>(out);
   using L = std::remove_cvref_t<decltype(loss)>;
   constexpr bool scalar = [] {
@@ -226,7 +227,7 @@ auto map_trees(F& f, A const& a, B const& b) {
       return std::tuple<decltype(map_trees(f, std::get<I>(ca), std::get<I>(cb)))...>{
           map_trees(f, std::get<I>(ca), std::get<I>(cb))...};
     }(std::make_index_sequence<std::tuple_size_v<decltype(ca)>>{});
-    return std::apply([](auto&&... m) { return rebuild_node<A>(std::move(m)...); }, std::move(mapped));
+    return tessera::detail::apply([](auto&&... m) { return rebuild_node<A>(std::move(m)...); }, std::move(mapped));
   }
 }
 
@@ -311,7 +312,7 @@ auto local_grad_of_scalar(F const& f, Args const&... args) {
       else return std::get<K>(all);
     }(std::integral_constant<std::size_t, I>{})...);
   }(std::index_sequence_for<Args...>{});
-  auto out = std::apply(f, wrapped);
+  auto out = tessera::detail::apply(f, wrapped);
   auto const& loss = loss_of<HasAux>(out);
   using L = std::remove_cvref_t<decltype(loss)>;
   constexpr bool scalar = [] {
@@ -408,7 +409,7 @@ template <class T>
 std::string leaf_types(T const& tree) {
   std::string out;
   std::size_t n = 0;
-  std::apply([&](auto const&... leaf) { ((out += (n++ ? ", " : "") + type_of(leaf)), ...); }, tree_leaves(tree));
+  tessera::detail::apply([&](auto const&... leaf) { ((out += (n++ ? ", " : "") + type_of(leaf)), ...); }, tree_leaves(tree));
   return n == 1 ? out : "(" + out + ")";
 }
 
@@ -504,7 +505,7 @@ auto vjp(F const& f, Args const&... primals) {
                 "tessera::vjp: every leaf of a primal must be an array of float32 or float64");
   auto t = std::make_shared<detail::ad::tape>();
   auto traced = std::make_tuple(detail::ad::trace(t, primals)...);
-  auto out = std::apply(f, traced);
+  auto out = tessera::detail::apply(f, traced);
   auto value = detail::ad::strip(out);
   auto fn = [t, traced, out](auto const& cotangent) {
     t->reset();
@@ -519,7 +520,7 @@ auto vjp(F const& f, Args const&... primals) {
     };
     detail::ad::for_each_pair(seed, out, cotangent);
     t->run();
-    return std::apply(
+    return tessera::detail::apply(
         [](auto const&... tr) {
           return std::tuple<decltype(detail::ad::gradients(tr))...>{detail::ad::gradients(tr)...};
         },

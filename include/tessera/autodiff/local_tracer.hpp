@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tessera/array/shape.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/parallel/block_math.hpp"
 #include "tessera/parallel/collectives.hpp"
 #include "tessera/parallel/local_block.hpp"
@@ -54,8 +55,8 @@ using axis_mask = std::uint32_t;
 
 /// A device's tape: backward steps in recording order, and how to forget the cotangents.
 struct local_tape {
-  std::vector<std::function<void()>> steps;
-  std::vector<std::function<void()>> clears;
+  std::vector<detail::unique_function<void()>> steps;
+  std::vector<detail::unique_function<void()>> clears;
   void run() {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) (*it)();
   }

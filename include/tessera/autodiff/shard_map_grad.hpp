@@ -26,6 +26,7 @@
 
 #include "tessera/autodiff/local_tracer.hpp"
 #include "tessera/autodiff/tracer.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/parallel/shard_map.hpp"
@@ -149,7 +150,7 @@ struct traced_shard_map {
           return local_tracer<T, A::rank>(std::move(n));
         }(std::integral_constant<std::size_t, K>{})...);
       }(std::make_index_sequence<n_in>{});
-      auto r = results_as_tuple(std::apply(body, leaves));
+      auto r = results_as_tuple(tessera::detail::apply(body, leaves));
       return [&]<std::size_t... J>(std::index_sequence<J...>) {
         return std::make_tuple([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
           using R = std::remove_cvref_t<std::tuple_element_t<I, decltype(r)>>;
@@ -197,7 +198,7 @@ struct traced_shard_map {
       auto cts = [&]<std::size_t... J>(std::index_sequence<J...>) {
         return std::make_tuple(std::get<J>(nodes)->ct.take()...);
       }(std::make_index_sequence<n_out>{});
-      bool const any = std::apply([](auto const&... c) { return (c.has_value() || ...); }, cts);
+      bool const any = tessera::detail::apply([](auto const&... c) { return (c.has_value() || ...); }, cts);
       if (!any) return;  // nothing depends on the results
       auto backward = [programs](auto const&... blocks) {
         device_program& p = (*programs)[frame_for("shard_map").pos];
@@ -232,7 +233,7 @@ struct traced_shard_map {
         }(std::integral_constant<std::size_t, J>{})...);
       }(std::make_index_sequence<n_out>{});
       auto grads = [&] {
-        auto g = std::apply(
+        auto g = tessera::detail::apply(
             [&](auto const&... c) {
               return shard_map_fn<decltype(backward), Mesh, in_specs_t<Out...>, out_specs_t<In...>, false>(backward,
                                                                                                              mesh)(c...);
@@ -282,7 +283,7 @@ struct traced_shard_map {
     std::vector<collective_event> forward, backward;
     auto outs = [&] {
       collective_counter counter;
-      auto o = std::apply(
+      auto o = tessera::detail::apply(
           [&](auto const&... v) { return traced_shard_map<std::remove_cvref_t<decltype(v)>...>::traced(sm, v...); }, traced_args);
       forward = counter.events();
       return o;
@@ -293,14 +294,14 @@ struct traced_shard_map {
     }();
     {
       collective_counter counter;
-      std::apply([](auto const&... o) { (o.node()->ct.add(filled<typename std::remove_cvref_t<decltype(o)>::array_type>(o.sharding(), o.shape(), 0)), ...); },
+      tessera::detail::apply([](auto const&... o) { (o.node()->ct.add(filled<typename std::remove_cvref_t<decltype(o)>::array_type>(o.sharding(), o.shape(), 0)), ...); },
                  outs_tuple);
       inner->run();
       backward = counter.events();
     }
     sink->insert(sink->end(), forward.begin(), forward.end());
     // The outer program: results holding no blocks, and a backward step that plans the above.
-    auto nodes = std::apply(
+    auto nodes = tessera::detail::apply(
         [&](auto const&... o) {
           return std::make_tuple([&] {
             using A = typename std::remove_cvref_t<decltype(o)>::array_type;
@@ -311,7 +312,7 @@ struct traced_shard_map {
         },
         outs_tuple);
     outer->record([nodes, backward, args...] {
-      bool const any = std::apply([](auto const&... n) { return (n->ct.take().has_value() || ...); }, nodes);
+      bool const any = tessera::detail::apply([](auto const&... n) { return (n->ct.take().has_value() || ...); }, nodes);
       if (!any || planning == nullptr) return;
       planning->insert(planning->end(), backward.begin(), backward.end());
       auto const planned_cotangent = [](auto const& a) {
@@ -321,7 +322,7 @@ struct traced_shard_map {
       };
       (planned_cotangent(args), ...);
     });
-    auto tracers = std::apply(
+    auto tracers = tessera::detail::apply(
         [](auto const&... n) { return std::make_tuple(tracer_of(n)...); },
         nodes);
     if constexpr (sizeof...(Out) == 1) return std::get<0>(std::move(tracers));

@@ -27,6 +27,7 @@
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/sum_partials.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
@@ -44,8 +45,8 @@ namespace detail::ad {
 /// which is a topological order of the program (an operation is recorded after its operands).
 class tape {
  public:
-  void record(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  void on_reset(std::function<void()> clear) { clears_.push_back(std::move(clear)); }
+  void record(detail::unique_function<void()> step) { steps_.push_back(std::move(step)); }
+  void on_reset(detail::unique_function<void()> clear) { clears_.push_back(std::move(clear)); }
   /// Runs the backward pass once.
   void run() {
     for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
@@ -56,8 +57,8 @@ class tape {
   }
 
  private:
-  std::vector<std::function<void()>> steps_;
-  std::vector<std::function<void()>> clears_;
+  std::vector<detail::unique_function<void()>> steps_;
+  std::vector<detail::unique_function<void()>> clears_;
 };
 
 /// Set while explain() plans a gradient: every evaluation appends its collectives here and
@@ -319,8 +320,8 @@ class cotangent {
 /// the prelude's step on that device, or earlier by whatever reads it first (write_block on the
 /// device's own thread, write_all from the host for a whole-array read).
 struct prelude_blocks {
-  std::function<void(std::size_t pos)> write_block;
-  std::function<void()> write_all;
+  detail::unique_function<void(std::size_t pos)> write_block;
+  detail::unique_function<void()> write_all;
 };
 
 /// One value of the traced program: its forward value (computed when first needed), its
@@ -343,11 +344,11 @@ struct node {
   // Set when this value is x * x of the node `square_of` (a squared error): a sum or mean of it
   // then sends its cotangent straight to x (2 x g, one pass), skipping this node's.
   std::shared_ptr<node<A>> square_of;
-  std::function<A()> make;
+  detail::unique_function<A()> make;
   // Set for a value computed element by element from values in the same layout's blocks: it can
   // be computed at the start of the pass that first reads it (expr/evaluate.hpp's pass_prelude)
   // instead of in a dispatch of its own, as XLA fuses element-wise producers into their consumer.
-  std::function<void(pass_prelude&)> schedule;
+  detail::unique_function<void(pass_prelude&)> schedule;
   /// Set while a pass's prelude has claimed this value (its storage exists, its blocks are
   /// written by the prelude's steps): whatever reads it before that pass runs (a reduction of x
   /// in x - mean(x), computed before the pass that reads x) writes the blocks it reads first.
@@ -542,7 +543,7 @@ inline constexpr bool in_prelude =
 /// The node's schedule (see node::schedule): its own unread values first, then its storage,
 /// whose blocks the prelude's step writes on each device before the pass reads them.
 template <class A, class E>
-std::function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>> w, E const& e) {
+detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>> w, E const& e) {
   return [w, e](pass_prelude& prelude) {
     auto n = w.lock();
     if (!n || n->value) return;

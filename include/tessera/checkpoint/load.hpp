@@ -28,6 +28,7 @@
 #include "tessera/checkpoint/raw_io.hpp"
 #include "tessera/checkpoint/save.hpp"
 #include "tessera/checkpoint/tree_paths.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/tree/tree_util.hpp"
 
 namespace tessera {
@@ -338,7 +339,7 @@ auto rebuild_loaded(std::tuple<C...>&& c) {
                 plain_template<U>::value) {
     using V = typename plain_template<U>::template with<C...>;
     if constexpr (std::is_same_v<V, U> || !std::is_aggregate_v<V>) return rebuild<U>(std::move(c));
-    else return std::apply([](auto&&... r) { return V{std::move(r)...}; }, std::move(c));
+    else return tessera::detail::apply([](auto&&... r) { return V{std::move(r)...}; }, std::move(c));
   } else {
     return rebuild<U>(std::move(c));
   }

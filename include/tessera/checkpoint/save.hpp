@@ -29,6 +29,7 @@
 #include "tessera/checkpoint/hdf5_file.hpp"
 #include "tessera/checkpoint/raw_io.hpp"
 #include "tessera/checkpoint/tree_paths.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/tree/tree_util.hpp"
 #include "tessera/version.hpp"
 
@@ -125,7 +126,7 @@ std::vector<leaf_plan> plan_tree(Tree const& tree, std::string const& file) {
   std::vector<leaf_plan> plans;
   auto const paths = tree_leaf_paths<Tree>();
   std::size_t k = 0;
-  std::apply(
+  tessera::detail::apply(
       [&](auto const&... leaf) {
         (
             [&](auto const& x) {

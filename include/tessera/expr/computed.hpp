@@ -27,6 +27,7 @@
 #include "tessera/array/queued_build.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/core/communication_plan.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
@@ -46,8 +47,8 @@ class computed : public expression_tag {
   static constexpr std::array<dim_spec, rank> spec = detail::operand_traits<A>::spec;
 
   /// `make` computes the array; `plan` appends the collectives it will run (for explain()).
-  computed(sharding_type s, shape_t<rank> shape, std::function<A()> make,
-           std::function<void(std::vector<collective_event>&)> plan)
+  computed(sharding_type s, shape_t<rank> shape, detail::unique_function<A()> make,
+           detail::unique_function<void(std::vector<collective_event>&)> plan)
       : st_(std::make_shared<state>(std::move(s), shape, std::move(make), std::move(plan))) {}
 
   shape_t<rank> shape() const { return st_->shape; }
@@ -73,12 +74,12 @@ class computed : public expression_tag {
 
  private:
   struct state {
-    state(sharding_type s, shape_t<rank> sh, std::function<A()> m, std::function<void(std::vector<collective_event>&)> p)
+    state(sharding_type s, shape_t<rank> sh, detail::unique_function<A()> m, detail::unique_function<void(std::vector<collective_event>&)> p)
         : sharding(std::move(s)), shape(sh), make(std::move(m)), plan(std::move(p)) {}
     sharding_type sharding;
     shape_t<rank> shape;
-    std::function<A()> make;
-    std::function<void(std::vector<collective_event>&)> plan;
+    detail::unique_function<A()> make;
+    detail::unique_function<void(std::vector<collective_event>&)> plan;
     detail::result_cache<A> cache;
   };
   std::shared_ptr<state> st_;

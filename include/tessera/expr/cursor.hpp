@@ -17,6 +17,7 @@
 
 #include "tessera/array/shape.hpp"
 #include "tessera/core/slice.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/runtime/simd.hpp"
 
 namespace tessera::detail {
@@ -98,22 +99,22 @@ struct map_cursor {
 
   template <std::size_t Q>
   void set_row(shape_t<Q> const& idx) {
-    std::apply([&](auto&... c) { (c.set_row(idx), ...); }, children);
+    tessera::detail::apply([&](auto&... c) { (c.set_row(idx), ...); }, children);
   }
   R at(std::size_t k) const {
-    return std::apply([&](auto const&... c) { return static_cast<R>(Op::apply(static_cast<C>(c.at(k))...)); },
+    return tessera::detail::apply([&](auto const&... c) { return static_cast<R>(Op::apply(static_cast<C>(c.at(k))...)); },
                       children);
   }
   bool simd_row() const {
-    return std::apply([](auto const&... c) { return (c.simd_row() && ...); }, children);
+    return tessera::detail::apply([](auto const&... c) { return (c.simd_row() && ...); }, children);
   }
   template <std::size_t Q>
   bool flat(shape_t<Q> const& local) const {
-    return std::apply([&](auto const&... c) { return (cursor_flat(c, local) && ...); }, children);
+    return tessera::detail::apply([&](auto const&... c) { return (cursor_flat(c, local) && ...); }, children);
   }
   template <class B>
   B load(std::size_t k) const {
-    return std::apply([&](auto const&... c) { return Op::apply(c.template load<B>(k)...); }, children);
+    return tessera::detail::apply([&](auto const&... c) { return Op::apply(c.template load<B>(k)...); }, children);
   }
 };
 

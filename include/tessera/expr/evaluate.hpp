@@ -22,6 +22,8 @@
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/queued_build.hpp"
+#include "tessera/core/tuple_traits.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/runtime/call_once.hpp"
@@ -47,9 +49,9 @@ shape_t<Q> eval_shape(shape_t<N> const& shape) {
 /// (autodiff's deferred forward values, autodiff/tracer.hpp), so that they cost no dispatch of
 /// their own. Each step writes the block at the device's position; steps run in order.
 struct pass_prelude {
-  std::vector<std::function<void(std::size_t pos)>> steps;
+  std::vector<detail::unique_function<void(std::size_t pos)>> steps;
   /// Undoes what the steps were to compute when the pass does not run to its end.
-  std::vector<std::function<void()>> on_failure;
+  std::vector<detail::unique_function<void()>> on_failure;
 };
 
 /// Runs the prelude's undo steps unless the pass it belongs to completed (dismiss()).
@@ -78,7 +80,7 @@ void schedule_leaves(E const& e, pass_prelude& prelude) {
     e.schedule_into(prelude);
   } else if constexpr (requires { e.operands(); }) {
     if constexpr (operand_traits<E>::unreduced.is_none())
-      std::apply([&](auto const&... a) { (schedule_leaves(a, prelude), ...); }, e.operands());
+      tessera::detail::apply([&](auto const&... a) { (schedule_leaves(a, prelude), ...); }, e.operands());
   }
 }
 

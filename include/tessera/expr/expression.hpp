@@ -31,6 +31,7 @@
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/core/sharding_rules.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/ops.hpp"
 #include "tessera/runtime/call_once.hpp"
@@ -460,7 +461,7 @@ class elementwise : public expression_tag {
   explicit elementwise(Args... args) : args_(std::move(args)...) {
     if constexpr (partial_node) cache_ = std::make_shared<partial_cache>();
     mesh_type const& m = mesh();
-    std::apply(
+    tessera::detail::apply(
         [&](auto const&... a) {
           auto one = [&](auto const& x) {
             if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
@@ -476,7 +477,7 @@ class elementwise : public expression_tag {
     std::array<unsigned char, dims_in_all> sharded{};
     std::array<detail::broadcast_operand, sizeof...(Args)> ops{};
     std::size_t at = 0, i = 0;
-    std::apply(
+    tessera::detail::apply(
         [&](auto const&... a) {
           auto one = [&](auto const& x) {
             using X = std::remove_cvref_t<decltype(x)>;
@@ -501,7 +502,7 @@ class elementwise : public expression_tag {
   /// The mesh of the operands.
   mesh_type const& mesh() const {
     mesh_type const* m = nullptr;
-    std::apply(
+    tessera::detail::apply(
         [&](auto const&... a) {
           auto one = [&](auto const& x) {
             if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
@@ -523,14 +524,14 @@ class elementwise : public expression_tag {
       auto const e = detail::reshard_events<value_type, rank>(shape_, s, unreduced, s);
       out.insert(out.end(), e.begin(), e.end());
     } else {
-      std::apply([&](auto const&... a) { (detail::plan_of(a, out), ...); }, args_);
+      tessera::detail::apply([&](auto const&... a) { (detail::plan_of(a, out), ...); }, args_);
     }
   }
   /// The operands' collectives, partial operands left unsummed.
   void partial_plan(std::vector<collective_event>& out) const {
     if constexpr (partial_node)
       if (cache_->partial) return;
-    std::apply([&](auto const&... a) { (detail::partial_plan_of(a, out), ...); }, args_);
+    tessera::detail::apply([&](auto const&... a) { (detail::partial_plan_of(a, out), ...); }, args_);
   }
 
   /// Evaluates the node into an array (one fused pass per device).
@@ -546,7 +547,7 @@ class elementwise : public expression_tag {
         });
       });
     } else {
-      std::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);
+      tessera::detail::apply([](auto const&... a) { (detail::prepare(a), ...); }, args_);
     }
   }
   /// The summed result of a partial node (computed once; copies share it).
@@ -560,7 +561,7 @@ class elementwise : public expression_tag {
   array_type const& partial() const
     requires partial_node
   {
-    std::apply(
+    tessera::detail::apply(
         [](auto const&... a) {
           auto one = [](auto const& x) {
             if constexpr (detail::is_partial<std::remove_cvref_t<decltype(x)>>) x.partial();
@@ -576,7 +577,7 @@ class elementwise : public expression_tag {
   auto partial_cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const
     requires partial_node
   {
-    return std::apply(
+    return tessera::detail::apply(
         [&](auto const&... a) {
           auto one = [&](auto const& x) {
             if constexpr (detail::is_partial<std::remove_cvref_t<decltype(x)>>) return x.template partial_cursor<Q>(pos, rb, rs);
@@ -589,7 +590,7 @@ class elementwise : public expression_tag {
   template <std::size_t Q>
   auto cursor(std::size_t pos, std::array<slice, Q> const& rb, shape_t<Q> const& rs) const {
     if constexpr (partial_node) return detail::cursor_of<Q>(*cache_->reduced, pos, rb, rs);
-    else return std::apply(
+    else return tessera::detail::apply(
         [&](auto const&... a) {
           return detail::map_cursor<Op, C, R, decltype(detail::cursor_of<Q>(a, pos, rb, rs))...>{
               {detail::cursor_of<Q>(a, pos, rb, rs)...}};

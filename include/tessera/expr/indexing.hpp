@@ -43,6 +43,7 @@
 #include "tessera/core/mesh.hpp"
 #include "tessera/core/shape_diagnostics.hpp"
 #include "tessera/core/sharding_rules.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/computed.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
@@ -427,8 +428,8 @@ class computed_partial : public detail::partial_sum_node<computed_partial<A, U>>
   static constexpr dim_spec unreduced = detail::canonical(U);
 
   /// `make` computes every device's partial block; `plan` lists the collectives that needs.
-  computed_partial(sharding_type s, shape_t<rank> shape, std::function<A()> make,
-                   std::function<void(std::vector<collective_event>&)> plan)
+  computed_partial(sharding_type s, shape_t<rank> shape, detail::unique_function<A()> make,
+                   detail::unique_function<void(std::vector<collective_event>&)> plan)
       : st_(std::make_shared<state>(std::move(s), shape, std::move(make), std::move(plan))) {}
 
   shape_t<rank> shape() const { return st_->shape; }
@@ -444,12 +445,12 @@ class computed_partial : public detail::partial_sum_node<computed_partial<A, U>>
   A compute_partial() const { return st_->make(); }
 
   struct state {
-    state(sharding_type s, shape_t<rank> sh, std::function<A()> m, std::function<void(std::vector<collective_event>&)> p)
+    state(sharding_type s, shape_t<rank> sh, detail::unique_function<A()> m, detail::unique_function<void(std::vector<collective_event>&)> p)
         : sharding(std::move(s)), shape(sh), make(std::move(m)), plan(std::move(p)) {}
     sharding_type sharding;
     shape_t<rank> shape;
-    std::function<A()> make;
-    std::function<void(std::vector<collective_event>&)> plan;
+    detail::unique_function<A()> make;
+    detail::unique_function<void(std::vector<collective_event>&)> plan;
   };
   std::shared_ptr<state> st_;
 };
@@ -527,7 +528,7 @@ constexpr take_layout<NT, NI> take_rule(std::array<dim_spec, NT> const& ts, std:
 /// Operands x and y evaluated in layouts SX and SY, then each device writes its block of the
 /// result with kernel(x, y, pos, block, out) reading only their blocks at pos.
 template <class A, auto SX, auto SY, class X, class Y, class Kernel>
-std::pair<std::function<A()>, std::function<void(std::vector<collective_event>&)>> relayout2(
+std::pair<detail::unique_function<A()>, detail::unique_function<void(std::vector<collective_event>&)>> relayout2(
     X x, Y y, typename A::sharding_type s, shape_t<A::rank> shape, char const* what, Kernel kernel) {
   using T = typename A::value_type;
   auto make = [x, y, s, shape, what, kernel]() -> A {

@@ -15,6 +15,7 @@
 #include "tessera/array/sum_partials.hpp"
 #include "tessera/core/named_sharding.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/optim/transform.hpp"
 
 namespace tessera::optim {
@@ -61,7 +62,7 @@ double global_norm_squared(Tree const& tree) {
                   "tessera::optim::global_norm: the leaves are arrays with a NamedSharding (on one mesh)");
     using Mesh = typename S0::mesh_type;
     Mesh const& mesh = first.sharding().mesh();
-    std::apply(
+    tessera::detail::apply(
         [&](auto const&... leaf) {
           static_assert((std::is_same_v<typename std::remove_cvref_t<decltype(leaf)>::sharding_type::mesh_type, Mesh> &&
                          ...),
@@ -81,7 +82,7 @@ double global_norm_squared(Tree const& tree) {
     auto const partials = tessera::detail::build_array<double, 0, RS>(
         rs, shape_t<0>{}, "clip_by_global_norm", [&](std::size_t pos, std::array<slice, 0> const&, double* out) {
           double s = 0;
-          std::apply(
+          tessera::detail::apply(
               [&](auto const&... leaf) {
                 ((s += leaf.sharding().replica_id(pos) != 0
                            ? 0.0

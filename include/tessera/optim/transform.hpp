@@ -42,6 +42,7 @@
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/placement.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/runtime/simd.hpp"
 #include "tessera/tree/tree_util.hpp"
 
@@ -385,7 +386,7 @@ auto run_update(X const& x, G const& grads, S const& state, P const& params) {
   auto const gl = tessera::tree_leaves(grads);
   auto const pl = tessera::tree_leaves(params);
   auto const slots = x.slot_trees(state);
-  auto const slot_leaves = std::apply([](auto const&... t) { return std::make_tuple(tessera::tree_leaves(t)...); }, slots);
+  auto const slot_leaves = tessera::detail::apply([](auto const&... t) { return std::make_tuple(tessera::tree_leaves(t)...); }, slots);
   constexpr std::size_t L = std::tuple_size_v<std::remove_cvref_t<decltype(pl)>>;
   constexpr std::size_t K = X::slots;
   auto outs = [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -472,7 +473,7 @@ struct chain_t : gradient_transformation<chain_t<X...>> {
 
   template <class P>
   auto init(P const& params) const {
-    return std::apply([&](auto const&... x) { return std::make_tuple(x.init(params)...); }, parts);
+    return tessera::detail::apply([&](auto const&... x) { return std::make_tuple(x.init(params)...); }, parts);
   }
   template <class S>
   auto slot_trees(S const& state) const {

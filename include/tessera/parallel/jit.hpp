@@ -61,7 +61,7 @@ auto materialize(R&& r) {
   using D = std::remove_cvref_t<R>;
   if constexpr (expression_node<D>) return evaluate(r);
   else if constexpr (is_std_tuple<D>::value)
-    return std::apply([](auto&&... x) { return std::make_tuple(materialize(std::forward<decltype(x)>(x))...); },
+    return tessera::detail::apply([](auto&&... x) { return std::make_tuple(materialize(std::forward<decltype(x)>(x))...); },
                       std::forward<R>(r));
   else return D(std::forward<R>(r));
 }

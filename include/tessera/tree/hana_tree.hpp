@@ -12,6 +12,7 @@
 // of a tree, grad) then sees Hana nodes without including anything more. Only the Hana headers used
 // here are included (map, pair, accessors, keys, at_key, unpack: about 0.1 s of the umbrella's 2 s).
 
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/tree/tree_util.hpp"
 
 #if __has_include(<boost/hana.hpp>)
@@ -254,7 +255,7 @@ struct hana_node<S> {
   static void check_declaration_order(S const& s) {
     void const* previous = nullptr;
     bool in_order = true;
-    std::apply(
+    tessera::detail::apply(
         [&](auto const&... m) {
           ((in_order = in_order && (previous == nullptr || !std::less<void const*>{}(std::addressof(m), previous)),
             previous = std::addressof(m)),

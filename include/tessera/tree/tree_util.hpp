@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "tessera/array/device_put.hpp"
+#include "tessera/core/tuple_traits.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
 
@@ -103,7 +104,7 @@ auto children_of(T& x) {
   if constexpr (hana_node<U>::value) {
     return hana_node<U>::children(x);
   } else if constexpr (is_tuple_like<U>::value) {
-    return std::apply([](auto&... c) { return std::tie(c...); }, x);
+    return tessera::detail::apply([](auto&... c) { return std::tie(c...); }, x);
   } else if constexpr (is_std_array<U>::value) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::tie(x[I]...); }(
                std::make_index_sequence<std::tuple_size_v<U>>{});
@@ -171,17 +172,17 @@ template <class T, class Children>
 auto rebuild(Children&& c) {
   using U = std::remove_cvref_t<T>;
   if constexpr (hana_node<U>::value) {
-    return std::apply([](auto&&... r) { return hana_node<U>::rebuild(std::forward<decltype(r)>(r)...); },
+    return tessera::detail::apply([](auto&&... r) { return hana_node<U>::rebuild(std::forward<decltype(r)>(r)...); },
                       std::forward<Children>(c));
   } else if constexpr (is_tuple_like<U>::value) {
     if constexpr (requires { typename U::first_type; })
       return std::pair{std::get<0>(std::forward<Children>(c)), std::get<1>(std::forward<Children>(c))};
     else
-      return std::apply([](auto&&... r) { return std::tuple{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+      return tessera::detail::apply([](auto&&... r) { return std::tuple{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
   } else if constexpr (is_std_array<U>::value) {
-    return std::apply([](auto&&... r) { return std::array{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+    return tessera::detail::apply([](auto&&... r) { return std::array{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
   } else {
-    return std::apply([](auto&&... r) { return U{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
+    return tessera::detail::apply([](auto&&... r) { return U{std::forward<decltype(r)>(r)...}; }, std::forward<Children>(c));
   }
 }
 
@@ -195,7 +196,7 @@ auto tree_map_impl(F& f, T& t, R&... rest) {
     constexpr std::size_t n = std::tuple_size_v<decltype(ct)>;
     auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
       return std::make_tuple([&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-        return std::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
+        return tessera::detail::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
       }(std::integral_constant<std::size_t, I>{})...);
     }(std::make_index_sequence<n>{});
     return rebuild<T>(std::move(mapped));
@@ -207,7 +208,7 @@ auto leaves_impl(T& t) {
   if constexpr (!tree_node<T>) {
     return std::tuple<std::remove_cv_t<T>>{t};
   } else {
-    return std::apply([](auto&... c) { return std::tuple_cat(leaves_impl(c)...); }, children_of(t));
+    return tessera::detail::apply([](auto&... c) { return std::tuple_cat(leaves_impl(c)...); }, children_of(t));
   }
 }
 
