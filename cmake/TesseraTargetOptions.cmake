@@ -7,7 +7,7 @@
 #   is OFF (reports then name functions, from the symbol table, but no lines).
 #   TESSERA_SANITIZE_SKIP names checks left out (-fno-sanitize=), TESSERA_SANITIZE_ALSO UBSan
 #   checks added (fatal) to a ThreadSanitizer build: scripts/test runs the costly UBSan checks
-#   (alignment, null, vptr) with ThreadSanitizer's subset instead of on every file.
+#   (alignment, null, pointer-overflow) with ThreadSanitizer's subset instead of on every file.
 function(tessera_apply_sanitizers)
   if(TESSERA_SANITIZE STREQUAL "")
     return()
