@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tessera/array/placement.hpp"
+#include "tessera/detail/erased_call.hpp"
 #include "tessera/expr/cursor.hpp"
 #include "tessera/expr/evaluate.hpp"
 #include "tessera/expr/expression.hpp"
@@ -58,6 +59,70 @@ constexpr reduce_op runtime_op() {
 
 inline std::string describe_reduction(op_signature const& s) {
   return "the all-reduce of a reduction over " + std::to_string(s.count) + " elements per device";
+}
+
+/// A reduction's synchronous pass as plain values (reduction::compute), so that its body is
+/// compiled once per element type and rank rather than once per reduction node type.
+template <class V, std::size_t Q>
+struct reduction_pass {
+  std::vector<std::array<slice, Q>> in_blocks;  // by position: the operand's block (eval_block)
+  std::vector<std::size_t> out_counts;          // by position: the result block's elements
+  std::vector<int> pos_of;                      // by device id: its position, -1 where none
+  std::vector<std::size_t> sizes, red_axes;     // the mesh's axis sizes; the all-reduce's axes
+  reduce_op op = reduce_op::sum;
+  bool is_mean = false;                         // divide by reduced_count after the all-reduce
+  std::size_t reduced_count = 1;
+  /// Device pos's reduction of its operand block into out (operand-typed: call_erased).
+  void (*local)(void* ctx, std::size_t pos, std::array<slice, Q> const& rb, V* out) = nullptr;
+  void* ctx = nullptr;
+};
+
+/// Runs a reduction_pass on the devices `ids` (after each device's prelude steps): the result
+/// blocks, by position. A device that fails aborts the all-reduce's team, releasing the others.
+template <class V, std::size_t Q>
+std::vector<device_buffer<V>> run_reduction_pass(device_pool& pool, std::span<int const> ids, reduction_pass<V, Q> const& rp,
+                                                 pass_prelude const& prelude) {
+  // The devices meet only for an all-reduce: a reduction that needs none makes no team.
+  std::optional<team> t;
+  if (!rp.red_axes.empty()) t.emplace(ids.size(), ids);  // the caller's mesh outlives the team
+  std::vector<device_buffer<V>> buffers(ids.size());
+  try {
+    pool.run(ids, [&](int d) {
+      std::size_t const pos = static_cast<std::size_t>(rp.pos_of[static_cast<std::size_t>(d)]);
+      try {
+        for (auto const& step : prelude.steps) step(pos);
+        std::size_t const out_count = rp.out_counts[pos];
+        auto& mem = pool.memory(d);
+        device_buffer<V> partial(out_count, device_buffer<V>::uninitialized, &mem);
+        rp.local(rp.ctx, pos, rp.in_blocks[pos], partial.data());
+        device_buffer<V> out;
+        if (rp.red_axes.empty()) {
+          out = std::move(partial);
+        } else {
+          out = device_buffer<V>(out_count, device_buffer<V>::uninitialized, &mem);
+          group const g = group_along(pos, rp.sizes, rp.red_axes);
+          op_signature sig;
+          sig.kind = 1;
+          sign_axes(sig, rp.red_axes);
+          sig.count = out_count;
+          sig.dtype = dtype_code<V>();
+          sig.describe = &describe_reduction;
+          all_reduce(*t, pos, g, sig, partial.data(), out.data(), out_count, rp.op);
+        }
+        if (rp.is_mean) {
+          V const c = static_cast<V>(rp.reduced_count);
+          for (std::size_t i = 0; i < out_count; ++i) out.data()[i] /= c;
+        }
+        buffers[pos] = std::move(out);
+      } catch (...) {
+        if (t) t->abort();
+        throw;
+      }
+    });
+  } catch (device_error const& e) {
+    throw without_abandoned(e);
+  }
+  return buffers;
 }
 
 /// row[k] op= the cursor's values on xsimd batches, or row[k] = identity op the values where
@@ -349,51 +414,32 @@ class reduction : public expression_tag {
     if constexpr (detail::reads_prelude_values<A>()) detail::schedule_leaves(a_, prelude);
     detail::prepare(a_);
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
-    std::size_t reduced_count = 1;
-    for (std::size_t k : axes) reduced_count *= in_shape[k];
+    // The pass as plain values, run by code compiled once per element type and rank: only the
+    // device's reduction of its block (`local`) depends on the operand's type.
     std::size_t const n = m.num_devices();
-    // The devices meet only for an all-reduce: a reduction that needs none makes no team.
-    std::optional<detail::team> t;
-    if (!red_axes.empty()) t.emplace(n, std::span<int const>(m.device_ids()));  // the mesh outlives the team
-    std::vector<std::size_t> sizes(m.sizes().begin(), m.sizes().end());
-    std::vector<device_buffer<V>> buffers(n);
-    try {
-      pool->run(std::span<int const>(m.device_ids()), [&](int d) {
-        std::size_t const pos = *m.position_of(d);
-        try {
-          for (auto const& step : prelude.steps) step(pos);
-          auto const rb = detail::eval_block<Q>(sin.block(pos, in_shape));
-          std::size_t const out_count = detail::element_count(detail::block_shape(s.block(pos, out_shape)));
-          auto& mem = pool->memory(d);
-          device_buffer<V> partial(out_count, device_buffer<V>::uninitialized, &mem);
-          reduce_local(a_, pos, rb, in_shape, partial.data());
-          device_buffer<V> out;
-          if (red_axes.empty()) {
-            out = std::move(partial);
-          } else {
-            out = device_buffer<V>(out_count, device_buffer<V>::uninitialized, &mem);
-            detail::group const g = detail::group_along(pos, sizes, red_axes);
-            detail::op_signature sig;
-            sig.kind = 1;
-            detail::sign_axes(sig, red_axes);
-            sig.count = out_count;
-            sig.dtype = detail::dtype_code<V>();
-            sig.describe = &detail::describe_reduction;
-            detail::all_reduce(*t, pos, g, sig, partial.data(), out.data(), out_count, detail::runtime_op<Op>());
-          }
-          if constexpr (std::is_same_v<Op, op::mean>) {
-            V const c = static_cast<V>(reduced_count);
-            for (std::size_t i = 0; i < out_count; ++i) out.data()[i] /= c;
-          }
-          buffers[pos] = std::move(out);
-        } catch (...) {
-          if (t) t->abort();
-          throw;
-        }
-      });
-    } catch (device_error const& e) {
-      throw detail::without_abandoned(e);
+    auto const& ids = m.device_ids();
+    detail::reduction_pass<V, Q> rp;
+    rp.in_blocks.reserve(n);
+    rp.out_counts.reserve(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      rp.in_blocks.push_back(detail::eval_block<Q>(sin.block(p, in_shape)));
+      rp.out_counts.push_back(detail::element_count(detail::block_shape(s.block(p, out_shape))));
     }
+    rp.pos_of.assign(static_cast<std::size_t>(pool->global_size()), -1);
+    for (std::size_t p = 0; p < n; ++p) rp.pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+    rp.sizes.assign(m.sizes().begin(), m.sizes().end());
+    rp.red_axes = std::move(red_axes);
+    rp.op = detail::runtime_op<Op>();
+    rp.is_mean = std::is_same_v<Op, op::mean>;
+    rp.reduced_count = 1;
+    for (std::size_t k : axes) rp.reduced_count *= in_shape[k];
+    auto local = [this, &in_shape](std::size_t pos, std::array<slice, Q> const& rb, V* out) {
+      reduce_local(a_, pos, rb, in_shape, out);
+    };
+    rp.local = &detail::call_erased<decltype(local), std::size_t, std::array<slice, Q> const&, V*>;
+    rp.ctx = detail::erased_context(local);
+    std::vector<device_buffer<V>> buffers =
+        detail::run_reduction_pass<V, Q>(*pool, std::span<int const>(ids), rp, prelude);
     guard.dismiss();
     return array_type(std::make_shared<detail::array_storage<V, rank, sharding_type>>(
         detail::array_storage<V, rank, sharding_type>{s, out_shape, pool, std::move(buffers)}));
