@@ -429,6 +429,41 @@ inline void broadcast_operands(std::span<broadcast_operand const> ops, std::span
                                     "(reshard it to None in that dimension)");
 }
 
+/// Checks that an element-wise node's operand is on the node's mesh (numbers are on every mesh).
+template <class M, class X>
+void check_operand_mesh(M const& m, X const& x) {
+  if constexpr (!is_scalar_operand<X>::value) check_same_mesh(m, *mesh_of(x), "expression");
+}
+
+/// m, or the mesh of x if m is still null and x is an array or expression.
+template <class M, class X>
+void take_first_mesh(M const*& m, X const& x) {
+  if constexpr (!is_scalar_operand<X>::value)
+    if (m == nullptr) m = mesh_of(x);
+}
+
+/// Writes an operand's sizes `xs` and whether each dimension is sharded (its spec `s`) at `at` in
+/// dims and sharded, and its entry for broadcast_operands into op.
+inline void describe_plain_operand(std::span<dim_spec const> s, std::size_t const* xs, bool number,
+                                   broadcast_operand& op, std::size_t* dims, unsigned char* sharded,
+                                   std::size_t& at) {
+  op = {s.size(), at, number};
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    dims[at + j] = xs[j];
+    sharded[at + j] = !s[j].is_none();
+  }
+  at += s.size();
+}
+
+/// describe_plain_operand for operand x (compiled once per operand type, shared by every node
+/// that has an operand of that type).
+template <class X>
+void describe_operand(X const& x, broadcast_operand& op, std::size_t* dims, unsigned char* sharded, std::size_t& at) {
+  static constexpr auto s = operand_traits<X>::spec;
+  auto const xs = shape_of(x);
+  describe_plain_operand(s, xs.data(), is_scalar_operand<X>::value, op, dims, sharded, at);
+}
+
 }  // namespace detail
 
 /// An element-wise operation over operands broadcast NumPy-style (jnp.add, jnp.sin, jnp.where, ...):
@@ -460,37 +495,19 @@ class elementwise : public expression_tag {
   /// Checks the meshes and broadcasts the shapes now, as JAX does when it traces.
   explicit elementwise(Args... args) : args_(std::move(args)...) {
     if constexpr (partial_node) cache_ = std::make_shared<partial_cache>();
-    mesh_type const& m = mesh();
-    tessera::detail::apply(
-        [&](auto const&... a) {
-          auto one = [&](auto const& x) {
-            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
-              detail::check_same_mesh(m, *detail::mesh_of(x), "expression");
-          };
-          (one(a), ...);
-        },
-        args_);
     // The operands' shapes and sharded dimensions as plain values, checked and broadcast by
-    // code compiled once rather than once per node type (issue 14).
+    // code compiled once rather than once per node type (issue 14); each operand is described
+    // by a function of its own type, shared by every node that has an operand of that type.
     constexpr std::size_t dims_in_all = (detail::operand_traits<Args>::rank + ... + 0);
     std::array<std::size_t, dims_in_all> dims{};
     std::array<unsigned char, dims_in_all> sharded{};
     std::array<detail::broadcast_operand, sizeof...(Args)> ops{};
+    mesh_type const& m = mesh();
     std::size_t at = 0, i = 0;
     tessera::detail::apply(
         [&](auto const&... a) {
-          auto one = [&](auto const& x) {
-            using X = std::remove_cvref_t<decltype(x)>;
-            constexpr auto s = detail::operand_traits<X>::spec;
-            auto const xs = detail::shape_of(x);
-            ops[i++] = {s.size(), at, detail::is_scalar_operand<X>::value};
-            for (std::size_t j = 0; j < s.size(); ++j) {
-              dims[at + j] = xs[j];
-              sharded[at + j] = !s[j].is_none();
-            }
-            at += s.size();
-          };
-          (one(a), ...);
+          (detail::check_operand_mesh(m, a), ...);
+          (detail::describe_operand(a, ops[i++], dims.data(), sharded.data(), at), ...);
         },
         args_);
     std::array<bool, rank> seen{};
@@ -502,15 +519,7 @@ class elementwise : public expression_tag {
   /// The mesh of the operands.
   mesh_type const& mesh() const {
     mesh_type const* m = nullptr;
-    tessera::detail::apply(
-        [&](auto const&... a) {
-          auto one = [&](auto const& x) {
-            if constexpr (!detail::is_scalar_operand<std::remove_cvref_t<decltype(x)>>::value)
-              if (m == nullptr) m = detail::mesh_of(x);
-          };
-          (one(a), ...);
-        },
-        args_);
+    tessera::detail::apply([&](auto const&... a) { (detail::take_first_mesh(m, a), ...); }, args_);
     return *m;
   }
   /// The operands.
