@@ -8,6 +8,8 @@
 #   TESSERA_SANITIZE_SKIP names checks left out (-fno-sanitize=), TESSERA_SANITIZE_ALSO UBSan
 #   checks added (fatal) to a ThreadSanitizer build: scripts/test runs the costly UBSan checks
 #   (alignment, null, pointer-overflow) with ThreadSanitizer's subset instead of on every file.
+#   TESSERA_SANITIZE_OPTIONS: more compile options for the sanitized targets (scripts/test: clang's
+#   -fsanitize-address-use-after-return=never, code for a check ASan does not run by default).
 function(tessera_apply_sanitizers)
   if(TESSERA_SANITIZE STREQUAL "")
     return()
@@ -28,6 +30,9 @@ function(tessera_apply_sanitizers)
       target_compile_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE_ALSO}
                                             -fno-sanitize-recover=${TESSERA_SANITIZE_ALSO})
       target_link_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE_ALSO})
+    endif()
+    if(NOT TESSERA_SANITIZE_OPTIONS STREQUAL "")
+      target_compile_options(${tgt} PRIVATE ${TESSERA_SANITIZE_OPTIONS})
     endif()
     target_link_options(${tgt} PRIVATE -fsanitize=${TESSERA_SANITIZE})
   endforeach()

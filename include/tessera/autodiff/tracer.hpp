@@ -540,6 +540,58 @@ template <class E, class A>
 inline constexpr bool in_prelude =
     prelude_leaves<E>::value && std::is_same_v<array_of_t<E>, A> && !std::is_same_v<E, deferred<A>>;
 
+/// Writes one block of a prelude's value: (buffer, block position, the block's slices, the
+/// value's shape), the only part of a prelude step that depends on the expression.
+template <class T, std::size_t Q>
+using prelude_fill = detail::unique_function<void(T*, std::size_t, std::array<slice, Q> const&, shape_t<Q> const&)>;
+
+/// What a prelude step does once its expression's leaves are scheduled: the node's storage, the
+/// step that writes each device's block with `fill`, and the undo. Compiled once per value type A
+/// rather than once per expression (issue 31: compile time).
+template <class A, std::size_t Q = (A::rank == 0 ? 1 : A::rank)>
+void schedule_prelude_value(std::weak_ptr<node<A>> const& w, node<A>& n, pass_prelude& prelude,
+                            typename A::sharding_type const& s, shape_t<A::rank> const& shape,
+                            prelude_fill<typename A::value_type, Q> fill_one) {
+  using T = typename A::value_type;
+  using S = typename A::sharding_type;
+  constexpr std::size_t N = A::rank;
+  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, "grad"), {}});
+  st->buffers.resize(s.num_devices());
+  n.value.emplace(A(st));
+  // Each block once: by this prelude's step, or by a reader that comes first (see prelude_blocks).
+  auto written = std::make_shared<std::vector<char>>(s.num_devices(), 0);
+  auto fill = std::make_shared<prelude_fill<T, Q>>(std::move(fill_one));
+  auto write = [st, fill, written](std::size_t pos) {
+    if ((*written)[pos]) return;
+    (*written)[pos] = 1;
+    auto const block = st->sharding.block(pos, st->shape);
+    auto const rb = eval_block<Q>(block);
+    int const device = st->sharding.device_ids()[pos];
+    device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(device));
+    if (buf.size() != 0) (*fill)(buf.data(), pos, rb, eval_shape<Q>(st->shape));
+    st->buffers[pos] = std::move(buf);
+  };
+  prelude.steps.push_back(write);
+  auto blocks = std::make_shared<prelude_blocks>();
+  blocks->write_block = write;
+  blocks->write_all = [st, write, written] {
+    auto const& ids = st->sharding.device_ids();
+    bool all = true;
+    for (std::size_t p = 0; p < ids.size(); ++p) all = all && ((*written)[p] || !st->pool->is_local(ids[p]));
+    if (all) return;
+    std::vector<std::size_t> pos_of(static_cast<std::size_t>(st->pool->global_size()), 0);
+    for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = p;
+    st->pool->run(std::span<int const>(ids), [&](int d) { write(pos_of[static_cast<std::size_t>(d)]); });
+  };
+  n.pending = std::move(blocks);
+  prelude.on_failure.push_back([w] {
+    if (auto p = w.lock()) {
+      p->value.reset();
+      p->pending.reset();
+    }
+  });
+}
+
 /// The node's schedule (see node::schedule): its own unread values first, then its storage,
 /// whose blocks the prelude's step writes on each device before the pass reads them.
 template <class A, class E>
@@ -550,47 +602,13 @@ detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>>
     schedule_leaves(e, prelude);
     e.prepare();  // what cannot be computed in the prelude (a product the expression reads) is computed now
     using T = typename A::value_type;
-    using S = typename A::sharding_type;
-    constexpr std::size_t N = A::rank;
-    constexpr std::size_t Q = N == 0 ? 1 : N;
-    S const s(e.mesh());
-    auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, e.shape(), pool_for(s, "grad"), {}});
-    st->buffers.resize(s.num_devices());
-    n->value.emplace(A(st));
-    // Each block once: by this prelude's step, or by a reader that comes first (see prelude_blocks).
-    auto written = std::make_shared<std::vector<char>>(s.num_devices(), 0);
-    auto write = [st, e, written](std::size_t pos) {
-      if ((*written)[pos]) return;
-      (*written)[pos] = 1;
-      auto const block = st->sharding.block(pos, st->shape);
-      auto const rb = eval_block<Q>(block);
-      int const device = st->sharding.device_ids()[pos];
-      device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(device));
-      if (buf.size() != 0) {
-        auto cur = cursor_of<Q>(e, pos, rb, eval_shape<Q>(st->shape));
-        fill_block<T, Q>(cur, buf.data(), block_shape(rb));
-      }
-      st->buffers[pos] = std::move(buf);
-    };
-    prelude.steps.push_back(write);
-    auto blocks = std::make_shared<prelude_blocks>();
-    blocks->write_block = write;
-    blocks->write_all = [st, write, written] {
-      auto const& ids = st->sharding.device_ids();
-      bool all = true;
-      for (std::size_t p = 0; p < ids.size(); ++p) all = all && ((*written)[p] || !st->pool->is_local(ids[p]));
-      if (all) return;
-      std::vector<std::size_t> pos_of(static_cast<std::size_t>(st->pool->global_size()), 0);
-      for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = p;
-      st->pool->run(std::span<int const>(ids), [&](int d) { write(pos_of[static_cast<std::size_t>(d)]); });
-    };
-    n->pending = std::move(blocks);
-    prelude.on_failure.push_back([w] {
-      if (auto p = w.lock()) {
-        p->value.reset();
-        p->pending.reset();
-      }
-    });
+    constexpr std::size_t Q = A::rank == 0 ? 1 : A::rank;
+    schedule_prelude_value<A>(w, *n, prelude, typename A::sharding_type(e.mesh()), e.shape(),
+                              prelude_fill<T, Q>([e](T* out, std::size_t pos, std::array<slice, Q> const& rb,
+                                                     shape_t<Q> const& shape) {
+                                auto cur = cursor_of<Q>(e, pos, rb, shape);
+                                fill_block<T, Q>(cur, out, block_shape(rb));
+                              }));
   };
 }
 
