@@ -9,6 +9,7 @@
 // that do not match fail to compile.
 
 #include <array>
+#include <memory>
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
@@ -203,13 +204,67 @@ auto tree_map_impl(F& f, T& t, R&... rest) {
   }
 }
 
+/// A list of types: the leaves' types, concatenated by `+` in folds.
+template <class... X>
+struct leaf_type_list {};
+template <class... A, class... B>
+constexpr leaf_type_list<A..., B...> operator+(leaf_type_list<A...>, leaf_type_list<B...>) {
+  return {};
+}
+
+/// The types of T's leaves in order, as a leaf_type_list.
+template <class T>
+auto leaf_types() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (!tree_node<U>) {
+    return leaf_type_list<U>{};
+  } else {
+    return []<class... C>(std::type_identity<std::tuple<C...>>) {
+      return (leaf_type_list<>{} + ... + leaf_types<std::remove_reference_t<C>>());
+    }(std::type_identity<decltype(children_of(std::declval<T&>()))>{});
+  }
+}
+
+template <class... X>
+constexpr std::size_t leaf_list_size(leaf_type_list<X...>) {
+  return sizeof...(X);
+}
+
+/// Stores the address of each leaf of t at out[Off], out[Off + 1], ... in order.
+template <std::size_t Off, class T, std::size_t N>
+void collect_leaves(T& t, std::array<void const*, N>& out) {
+  if constexpr (!tree_node<std::remove_cv_t<T>>) {
+    out[Off] = static_cast<void const*>(std::addressof(t));
+  } else {
+    auto c = children_of(t);
+    using C = decltype(c);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // Where each child's leaves start: the leaf counts of the children before it.
+      constexpr std::array<std::size_t, sizeof...(I) + 1> start = [] {
+        std::array<std::size_t, sizeof...(I) + 1> s{};
+        std::size_t const counts[] = {
+            leaf_list_size(decltype(leaf_types<std::remove_reference_t<std::tuple_element_t<I, C>>>()){})..., 0};
+        for (std::size_t i = 0; i < sizeof...(I); ++i) s[i + 1] = s[i] + counts[i];
+        return s;
+      }();
+      (collect_leaves<Off + start[I]>(std::get<I>(c), out), ...);
+    }(std::make_index_sequence<std::tuple_size_v<C>>{});
+  }
+}
+
+/// The leaves of t as a tuple of copies. Built from their addresses in one constructor call:
+/// std::tuple_cat of the children's tuples instantiates work quadratic in the leaf count, and
+/// g++'s -Wsequence-point (in -Wall) walks each of its nested calls (a tree of 130 leaves, the
+/// 8-block transformer of bench/init_bench.cpp, took 15 s more to compile that way with -Wall).
 template <class T>
 auto leaves_impl(T& t) {
-  if constexpr (!tree_node<T>) {
-    return std::tuple<std::remove_cv_t<T>>{t};
-  } else {
-    return tessera::detail::apply([](auto&... c) { return std::tuple_cat(leaves_impl(c)...); }, children_of(t));
-  }
+  using L = decltype(leaf_types<T>());
+  constexpr std::size_t n = leaf_list_size(L{});
+  std::array<void const*, n> at{};
+  collect_leaves<0>(t, at);
+  return [&]<class... X, std::size_t... I>(leaf_type_list<X...>, std::index_sequence<I...>) {
+    return std::tuple<X...>{*static_cast<X const*>(at[I])...};
+  }(L{}, std::make_index_sequence<n>{});
 }
 
 }  // namespace detail
