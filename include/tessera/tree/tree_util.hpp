@@ -9,8 +9,8 @@
 // that do not match fail to compile.
 
 #include <array>
-#include <memory>
 #include <cstddef>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -291,7 +291,7 @@ auto tree_leaves(T const& tree) {
 
 /// The number of leaves (len(jax.tree.leaves(tree))), known when the program compiles.
 template <class T>
-constexpr std::size_t tree_leaf_count = std::tuple_size_v<decltype(detail::leaves_impl(std::declval<T const&>()))>;
+constexpr std::size_t tree_leaf_count = detail::leaf_list_size(decltype(detail::leaf_types<T const>()){});
 
 /// jax.device_put(tree, shardings): every host leaf of `tree` put with the sharding at the same
 /// place in `shardings`, a tree of the same structure.
