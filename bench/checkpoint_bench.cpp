@@ -13,6 +13,7 @@
 //      previous one), with the time of one save and one step.
 // Reports the median of the ratios of the alternated pairs and their range (the noise).
 //   checkpoint_bench DIR [MIB=1024] [REPEATS=5] [STEPS=300]     (MIB=0: only the training loop)
+//   LOOP_DEVICES=N: the loop on N devices (default 8; fewer than the cores leaves one for the writer)
 // With a parallel HDF5 it runs under mpirun too (mpirun -np 2 checkpoint_bench DIR): each process
 // has 8 / np devices, the processes write one file, and process 0 runs dd. bench/run_checkpoint.sh
 // runs it next to h5py and Orbax.
@@ -201,7 +202,11 @@ int main(int argc, char** argv) {
   // 4. Seed 004's training loop, saving every step.
   {
     namespace jr = tessera::random;
-    auto const m = tessera::make_mesh<"devices">({8});
+    // LOOP_DEVICES (default 8): the loop's mesh. Fewer devices than cores leaves a core free for
+    // the writing thread and the kernel's I/O, what a machine with more cores than devices has.
+    char const* loop_env = std::getenv("LOOP_DEVICES");
+    int const loop_devices = loop_env ? std::atoi(loop_env) : 8;
+    auto const m = tessera::make_mesh<"devices">({loop_devices});
     auto const rows_s = tessera::named_sharding(m, P<"devices", none>{});
     auto const [k1, k2] = jr::split(jr::PRNGKey(42));
     auto const xb = tessera::device_put(xt::xtensor<float, 2>(jr::normal(k1, tessera::shape_t<2>{batch, n_in})), rows_s);
@@ -300,7 +305,7 @@ int main(int argc, char** argv) {
       t_wait.push_back(c), wait_r.add(c / a);
     }
     paired spaced = alternated(3);
-    say("seed 004's loop, %d steps: one step %.2f ms, one save %.2f ms (save + wait)\n", steps,
+    say("seed 004's loop on %d devices, %d steps: one step %.2f ms, one save %.2f ms (save + wait)\n", loop_devices, steps,
         median(t_one_step) * 1e3, median(t_one_save) * 1e3);
     say("  without saving %.3f s; saving every step (skip_while_busy) %.3f s: %s the time, %d of %d steps written;\n"
         "  %.1f ms per loop inside save() (the copies, the starts, the checks); then %.1f ms for the last step's\n"
