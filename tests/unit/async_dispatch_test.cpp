@@ -6,9 +6,11 @@
 // queued behind it cannot have run yet; no test depends on timing.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -17,11 +19,13 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xtensor.hpp>
+#include <xtensor/xview.hpp>
 
 #include <tessera/tessera.hpp>
 
@@ -195,6 +199,79 @@ TEST_CASE("reductions queue, with the all-reduce over sharded axes; the bits of 
   CHECK(qk.shape()[0] == 1);
 }
 
+TEST_CASE("a reshard queues, reading the source blocks on the devices after the work that writes them",
+          "[async][reshard]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x", "y">({2, 2});
+  xt::xtensor<float, 2> const h = iota(8, 6, -3.0f);
+  auto const x = tessera::device_put(h, tessera::named_sharding(mesh, P<"x", "y">{}));
+  gate g(rt.pool());
+  tessera::array const y = x * 2.0f;  // queued behind the gate
+  // Every layout change of y: rows over "y" instead of "x", transposed axes, replicated.
+  auto const a = tessera::device_put(y, tessera::named_sharding(mesh, P<"y", "x">{}));
+  auto const b = tessera::device_put(y, tessera::named_sharding(mesh, P<none, "x">{}));
+  auto const c = tessera::device_put(y, tessera::named_sharding(mesh, P<>{}));
+  tessera::array const d = c + 1.0f;  // and a chain on a reshard's future
+  CHECK_FALSE(a.is_ready());
+  CHECK_FALSE(b.is_ready());
+  CHECK_FALSE(c.is_ready());
+  CHECK_FALSE(d.is_ready());
+  g.open();
+  xt::xtensor<float, 2> const want = h * 2.0f;
+  CHECK(same_array(tessera::to_host(a), want));
+  CHECK(same_array(tessera::to_host(b), want));
+  CHECK(same_array(tessera::to_host(c), want));
+  CHECK(same_array(tessera::to_host(d), xt::xtensor<float, 2>(want + 1.0f)));
+  for (std::size_t p = 0; p < 4; ++p)  // every device holds the whole array
+    CHECK(std::equal(want.begin(), want.end(), c.addressable_shards()[p].data.data()));
+}
+
+TEST_CASE("join/cut, indexing and sharded scans queue too, with the synchronous mode's values",
+          "[async][join_cut][indexing][scan]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const rows = tessera::named_sharding(mesh, P<"x", none>{});
+  xt::xtensor<float, 2> const ha = iota(8, 3, 1.0f), hb = iota(4, 3, -2.0f);
+  xt::xtensor<std::int32_t, 2> const hi = {{0, 7, 3, 3}, {5, 1, 6, 2}, {4, 4, 0, 7}, {2, 6, 1, 5}};
+  auto const a = tessera::device_put(ha, rows);
+  auto const b = tessera::device_put(hb, rows);
+  auto const ids = tessera::device_put(hi, rows);
+  auto run = [&] {
+    tessera::array const a2 = a * 2.0f;  // queued: everything below reads a future
+    return std::make_tuple(tessera::eval(tessera::concatenate<0>(a2, b)),      // along the sharded axis
+                           tessera::eval(tessera::slice_in_dim<0>(a2, 1, -1)),  // a cut of it
+                           tessera::eval(tessera::flip<0>(a2)),
+                           tessera::eval(tessera::take(a2, ids)),  // the table sharded over its rows
+                           tessera::eval(tessera::cumsum<0>(a2)));  // a scan along the sharded axis
+  };
+  gate g(rt.pool());
+  auto const queued = run();
+  auto pending = [](auto const& r) { CHECK_FALSE(r.is_ready()); };
+  auto ready = [](auto const& r) { CHECK(r.is_ready()); };
+  std::apply([&](auto const&... r) { (pending(r), ...); }, queued);
+  g.open();
+  tessera::set_async_dispatch(false);
+  auto const synchronous = run();
+  std::apply([&](auto const&... r) { (ready(r), ...); }, synchronous);
+  auto same = [](auto const& x, auto const& y) { CHECK(same_array(tessera::to_host(x), tessera::to_host(y))); };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (same(std::get<I>(queued), std::get<I>(synchronous)), ...);
+  }(std::make_index_sequence<5>{});
+  // And against the host.
+  xt::xtensor<float, 2> const a2 = ha * 2.0f;
+  CHECK(same_array(tessera::to_host(std::get<0>(queued)), xt::xtensor<float, 2>(xt::concatenate(xt::xtuple(a2, hb), 0))));
+  CHECK(same_array(tessera::to_host(std::get<1>(queued)), xt::xtensor<float, 2>(xt::view(a2, xt::range(1, 7)))));
+  CHECK(same_array(tessera::to_host(std::get<2>(queued)), xt::xtensor<float, 2>(xt::flip(a2, 0))));
+  xt::xtensor<float, 3> taken = xt::zeros<float>({4, 4, 3});
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t k = 0; k < 3; ++k) taken(i, j, k) = a2(static_cast<std::size_t>(hi(i, j)), k);
+  CHECK(same_array(tessera::to_host(std::get<3>(queued)), taken));
+  CHECK(same_array(tessera::to_host(std::get<4>(queued)), xt::xtensor<float, 2>(xt::cumsum(a2, 0))));
+}
+
 TEST_CASE("inputs the host drops stay alive for the work queued on them", "[async]") {
   dispatch_mode mode(true);
   auto const h = iota(32, 4, 0.5f);
@@ -249,6 +326,10 @@ TEST_CASE("a device's error surfaces at the next wait, naming the operation, and
                              Contains("ran out of registers"));
     CHECK(e.failures().size() == 4);  // every device read the failed array
   }
+  // A reshard of the failed array (queued) fails too, at its wait.
+  auto const moved = tessera::device_put(bad, tessera::named_sharding(mesh, P<>{}));
+  CHECK_THROWS_WITH(moved.block_until_ready(), Contains("device_put (dispatched asynchronously) failed") &&
+                                                   Contains("ran out of registers"));
   // The devices are free again: new work runs.
   auto const ok = tessera::device_put(xt::xtensor<float, 1>{1, 2, 3, 4, 5, 6, 7, 8}, s);
   CHECK(same_array(tessera::to_host(tessera::eval(ok * 2.0f)), xt::xtensor<float, 1>{2, 4, 6, 8, 10, 12, 14, 16}));
@@ -382,4 +463,105 @@ TEST_CASE("shard_map and synchronous dispatches run after the queued work they r
   opener.join();
   CHECK(tessera::to_host(total)() == Approx(xt::sum(h)() + 16.0f));
   CHECK(y.is_ready());
+}
+
+TEST_CASE("a shard_map called again with its argument shapes is queued, with the first call's result shapes",
+          "[async][shard_map]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x", "y">({2, 2});
+  auto const s = tessera::named_sharding(mesh, P<"x", "y">{});
+  xt::xtensor<float, 2> const h = iota(8, 6, 1.0f);
+  auto const x = tessera::device_put(h, s);
+  // Two results: each block doubled (P("x", "y")), and the row sums of the whole array
+  // (psum over "y" of the block's row sums, gathered over "x": P()).
+  auto const f = tessera::shard_map(
+      [](auto const& b) {
+        xt::xtensor<float, 1> rows = xt::sum(b, {1});
+        return std::make_tuple(b * 2.0f, tessera::all_gather<"x">(tessera::psum<"y">(rows), 0, tessera::tiled));
+      },
+      mesh, tessera::in_specs(P<"x", "y">{}), tessera::out_specs(P<"x", "y">{}, P<>{}));
+  xt::xtensor<float, 2> const twice = h * 2.0f;
+  xt::xtensor<float, 1> const rows = xt::sum(h, {1});
+  auto const [a0, r0] = f(x);  // the first call with these shapes runs at once (JAX traces it)
+  CHECK(a0.is_ready());
+  CHECK(r0.is_ready());
+  CHECK(same_array(tessera::to_host(a0), twice));
+  CHECK(same_array(tessera::to_host(r0), rows));
+
+  gate g(rt.pool());
+  auto const [a1, r1] = f(x);  // queued behind the gate: returned before any device has run it
+  CHECK_FALSE(a1.is_ready());
+  CHECK_FALSE(r1.is_ready());
+  CHECK(a1.shape() == tessera::shape_t<2>{8, 6});  // known at once, as in JAX
+  CHECK(r1.shape() == tessera::shape_t<1>{8});
+  tessera::array const y = a1 + 1.0f;  // a chain queued on it, no wait in between
+  CHECK_FALSE(y.is_ready());
+  g.open();
+  CHECK(same_array(tessera::to_host(a1), twice));
+  CHECK(same_array(tessera::to_host(r1), rows));
+  CHECK(same_array(tessera::to_host(y), xt::xtensor<float, 2>(twice + 1.0f)));
+
+  // Other argument shapes: a first call again, run at once.
+  auto const x2 = tessera::device_put(xt::xtensor<float, 2>(iota(4, 2, 0.5f)), s);
+  auto const [a2, r2] = f(x2);
+  CHECK(a2.is_ready());
+  CHECK(same_array(tessera::to_host(r2), xt::xtensor<float, 1>(xt::sum(iota(4, 2, 0.5f), {1}))));
+
+  // A copy of the shard_map shares what the first call learned; synchronous mode runs at once.
+  auto const f2 = f;
+  gate g2(rt.pool());
+  auto const [a3, r3] = f2(x);
+  CHECK_FALSE(a3.is_ready());
+  g2.open();
+  CHECK(same_array(tessera::to_host(r3), rows));
+  tessera::set_async_dispatch(false);
+  auto const [a4, r4] = f(x);
+  CHECK(a4.is_ready());
+  CHECK(same_array(tessera::to_host(a4), twice));
+}
+
+TEST_CASE("a queued shard_map's failures surface at the next wait, naming the device that failed",
+          "[async][shard_map]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  auto const x = tessera::device_put(xt::xtensor<float, 1>(xt::arange<float>(0.0f, 8.0f)),
+                                     tessera::named_sharding(mesh, P<"x">{}));
+  SECTION("a body whose result shape changes between calls with the same argument shapes") {
+    std::size_t keep = 2;
+    auto const f = tessera::shard_map([&](auto const& b) { return xt::xtensor<float, 1>(xt::view(b, xt::range(0, keep))); },
+                                      mesh, tessera::in_specs(P<"x">{}), tessera::out_specs(P<"x">{}));
+    CHECK(same_array(tessera::to_host(f(x)), xt::xtensor<float, 1>{0, 1, 2, 3, 4, 5, 6, 7}));
+    keep = 1;  // the queued call runs after this line
+    auto const y = f(x);
+    CHECK(y.shape() == tessera::shape_t<1>{8});
+    CHECK_THROWS_WITH(y.block_until_ready(),
+                      Contains("shard_map (dispatched asynchronously) failed") &&
+                          Contains("result 0 has shape (1,) on device 0, but the first call with arguments of these "
+                                   "shapes returned blocks of shape (2,)") &&
+                          Contains("TESSERA_ASYNC_DISPATCH=0"));
+  }
+  SECTION("a device that throws in a collective's body releases its peers; only it is named") {
+    bool fail = false;
+    auto const f = tessera::shard_map(
+        [&](auto const& b) {
+          if (fail && tessera::axis_index<"x">() == 2) throw std::runtime_error("device two gives up");
+          return tessera::psum<"x">(b);
+        },
+        mesh, tessera::in_specs(P<"x">{}), tessera::out_specs(P<>{}));
+    CHECK(same_array(tessera::to_host(f(x)), xt::xtensor<float, 1>{12, 16}));
+    fail = true;
+    auto const y = f(x);
+    try {
+      y.block_until_ready();
+      FAIL("no error");
+    } catch (tessera::device_error const& e) {
+      REQUIRE(e.failures().size() == 1);
+      CHECK(e.failures()[0].first == 2);
+      CHECK_THAT(e.what(), Contains("device two gives up"));
+    }
+    fail = false;
+    CHECK(same_array(tessera::to_host(f(x)), xt::xtensor<float, 1>{12, 16}));  // the devices go on
+  }
 }

@@ -192,8 +192,9 @@ TEST_CASE("the sum of a matmul's partial results and a reshard are traced as the
   tessera::collective_counter counter;
   tessera::array g = tessera::matmul(tessera::transpose(a), a);  // contracting over 'x': partial sums
   tessera::array r = tessera::reshard(a, P<tessera::none, "x">{});  // an all-to-all
-  (void)g;
-  (void)r;
+  // Both are queued (asynchronous dispatch): their spans end when the devices have run them.
+  g.block_until_ready();
+  r.block_until_ready();
   auto const ev = t.events();
   auto const reduces = of(ev, "collective", "all-reduce");
   REQUIRE(counter.count("all-reduce") == 1);

@@ -18,6 +18,7 @@
 
 #include "tessera/array/block_layout.hpp"
 #include "tessera/array/placement.hpp"
+#include "tessera/array/queued_build.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/runtime/collective_counter.hpp"
 #include "tessera/runtime/fnv1a.hpp"
@@ -265,7 +266,10 @@ struct reshard_copies {
   }
 
   /// Target position pos's block (`block`, at `out`) from the source blocks in this process.
-  void fill(std::size_t pos, std::array<slice, N> const& block, T* out) const {
+  void fill(std::size_t pos, std::array<slice, N> const& block, T* out) const { fill_from(src_data, pos, block, out); }
+
+  /// fill, reading the source blocks at `data` (by position; a queued reshard finds them on the device).
+  void fill_from(std::vector<T const*> const& data, std::size_t pos, std::array<slice, N> const& block, T* out) const {
     std::size_t const ns = src.ids.size();
     int const d = dst.ids[pos];
     // The source position on this device, if any: its copy of a block is the cheapest to read.
@@ -284,7 +288,7 @@ struct reshard_copies {
             from = q;
             break;
           }
-      copy_region(src_data[from], sb, out, block, region);
+      copy_region(data[from], sb, out, block, region);
     }
   }
 
@@ -314,6 +318,16 @@ array<T, N, S2> device_put(array<T, N, S1> const& x, S2 const& s) {
   detail::device_pool& pool = *x.pool();
   bool const across = pool.spans_processes(std::span<int const>(x.sharding().device_ids())) ||
                       pool.spans_processes(std::span<int const>(s.device_ids()));
+  if (!across && pool.queues_here() && detail::pool_for(s, "device_put").get() == &pool) {
+    // Queued (asynchronous dispatch): each device finds the source blocks when it runs, after
+    // the work that writes them (queued before); the task holds the source, so its blocks live.
+    auto plan = std::make_shared<detail::reshard_copies<T, N> const>(
+        pool, shape, detail::layout_of(x.sharding(), shape), std::vector<T const*>{}, detail::layout_of(s, shape));
+    return detail::build_array_queued<T, N, S2>(
+        s, shape, "device_put", [plan, x](std::size_t pos, std::array<slice, N> const& block, T* o) {
+          plan->fill_from(detail::local_block_data(x), pos, block, o);
+        });
+  }
   return detail::ending_job_on_failure(pool, across, "device_put", [&] {
     detail::reshard_copies<T, N> const plan(pool, shape, detail::layout_of(x.sharding(), shape),
                                             detail::local_block_data(x), detail::layout_of(s, shape));

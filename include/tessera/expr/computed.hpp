@@ -155,26 +155,19 @@ void for_each_in_block(std::array<slice, N> const& block, F&& f) {
 /// evaluated in Src (moved if it is not), then each device writes its block of the result
 /// (sharding `s`, shape `shape`) with `kernel(src, pos, out_block, out)`, where src is the
 /// moved operand and pos the device's position, reading only src's block at pos.
-/// `extra` are the collectives the kernel itself runs (listed by explain()). Queue: the
-/// kernel owns what it reads (captured by value) and runs no collective, so the writing may be
-/// queued (asynchronous dispatch; build_array_queued).
-template <class A, auto Src, bool Queue = false, class X, class Kernel>
+/// `extra` are the collectives the kernel itself runs (listed by explain()). The kernel owns
+/// what it reads (captured by value) and runs no collective, so the writing is queued
+/// (asynchronous dispatch; build_array_queued).
+template <class A, auto Src, class X, class Kernel>
 computed<A> relayout(X x, typename A::sharding_type s, shape_t<A::rank> shape, char const* what, Kernel kernel,
                      std::vector<collective_event> extra = {}) {
   using T = typename A::value_type;
   auto make = [x, s, shape, what, kernel]() -> A {
     auto const src = evaluated_as<Src>(x);
-    if constexpr (Queue) {
-      return build_array_queued<T, A::rank, typename A::sharding_type>(
-          s, shape, what, [src, kernel](std::size_t pos, std::array<slice, A::rank> const& block, T* out) {
-            kernel(src, pos, block, out);
-          });
-    } else {
-      return build_array<T, A::rank, typename A::sharding_type>(
-          s, shape, what, [&](std::size_t pos, std::array<slice, A::rank> const& block, T* out) {
-            kernel(src, pos, block, out);
-          });
-    }
+    return build_array_queued<T, A::rank, typename A::sharding_type>(
+        s, shape, what, [src, kernel](std::size_t pos, std::array<slice, A::rank> const& block, T* out) {
+          kernel(src, pos, block, out);
+        });
   };
   auto plan = [x, extra](std::vector<collective_event>& out) {
     plan_as<Src>(x, out);

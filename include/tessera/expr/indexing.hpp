@@ -526,7 +526,8 @@ constexpr take_layout<NT, NI> take_rule(std::array<dim_spec, NT> const& ts, std:
 }
 
 /// Operands x and y evaluated in layouts SX and SY, then each device writes its block of the
-/// result with kernel(x, y, pos, block, out) reading only their blocks at pos.
+/// result with kernel(x, y, pos, block, out) reading only their blocks at pos. The kernel owns
+/// what it reads (captured by value), so the writing is queued (asynchronous dispatch).
 template <class A, auto SX, auto SY, class X, class Y, class Kernel>
 std::pair<detail::unique_function<A()>, detail::unique_function<void(std::vector<collective_event>&)>> relayout2(
     X x, Y y, typename A::sharding_type s, shape_t<A::rank> shape, char const* what, Kernel kernel) {
@@ -534,8 +535,8 @@ std::pair<detail::unique_function<A()>, detail::unique_function<void(std::vector
   auto make = [x, y, s, shape, what, kernel]() -> A {
     auto const xs = evaluated_as<SX>(x);
     auto const ys = evaluated_as<SY>(y);
-    return build_array<T, A::rank, typename A::sharding_type>(
-        s, shape, what, [&](std::size_t pos, std::array<slice, A::rank> const& block, T* out) {
+    return build_array_queued<T, A::rank, typename A::sharding_type>(
+        s, shape, what, [xs, ys, kernel](std::size_t pos, std::array<slice, A::rank> const& block, T* out) {
           kernel(xs, ys, pos, block, out);
         });
   };

@@ -25,6 +25,8 @@
 #include <any>
 #include <array>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -34,14 +36,17 @@
 #include <vector>
 
 #include "tessera/array/block_copy.hpp"
+#include "tessera/array/queued_build.hpp"
 #include "tessera/core/join_cut_diagnostics.hpp"
 #include "tessera/core/shape_diagnostics.hpp"
 #include "tessera/core/sharding_rules.hpp"
+#include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/computed.hpp"
 #include "tessera/expr/expression.hpp"
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/promote.hpp"
 #include "tessera/expr/shape_ops.hpp"
+#include "tessera/runtime/call_once.hpp"
 
 namespace tessera {
 
@@ -203,6 +208,36 @@ computed<A> assemble(typename A::sharding_type s, shape_t<A::rank> shape, char c
   auto make = [=]() -> A {
     bool const portable = across();
     auto const pool = pool_for(s, what);
+    if (!portable && pool->queues_here()) {
+      // Queued (asynchronous dispatch): the operands are evaluated (queued too), and the first
+      // device to run takes their blocks' addresses, after the work that writes them (queued
+      // before); the task holds the operands, so their blocks live until every device wrote.
+      struct queued_assembly {
+        assembly<T, M> as;
+        std::once_flag once;
+        unique_function<void(assembly<T, M>&)> resolve;
+      };
+      auto q = std::make_shared<queued_assembly>();
+      q->as = assembly<T, M>{pieces, {}, fill, false, what};
+      std::array<std::size_t, sizeof...(Ops)> const inserted{ops.inserted...};
+      q->resolve = [arrays = std::make_tuple(evaluated_as<canonical_spec(operand_traits<decltype(ops.x)>::spec)>(ops.x)...),
+                    inserted, pool](assembly<T, A::rank>& as) {
+        std::size_t i = 0;
+        std::apply(
+            [&](auto const&... arr) {
+              (as.sources.push_back(blocks_of<T, A::rank>(
+                   arr.sharding(), arr.shape(), inserted[i++], [&](int d) { return pool->is_local(d); },
+                   [&](std::size_t p) { return arr.block_data(p); })),
+               ...);
+            },
+            arrays);
+      };
+      return build_array_queued<T, M, typename A::sharding_type>(
+          s, shape, what, [q, s](std::size_t pos, std::array<tessera::slice, A::rank> const& block, T* out) {
+            call_once(q->once, [&] { q->resolve(q->as); });
+            q->as.write(s.device_ids()[pos], block, out, false);
+          });
+    }
     assembly<T, M> as{pieces, {}, fill, portable, what};
     std::vector<std::any> keep;
     auto add = [&]<auto Src, class X>(sourced<Src, X> const& o) {

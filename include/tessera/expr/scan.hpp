@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/array/queued_build.hpp"
 #include "tessera/array/reshard_events.hpp"
 #include "tessera/core/scan_diagnostics.hpp"
 #include "tessera/core/sharding_rules.hpp"
@@ -410,12 +411,13 @@ auto sharded_scan(X x) {
   auto make = [x, s, shape, tshape]() -> A {
     constexpr char const* what = scan_name<Op>();
     auto const src = evaluated_as<in_spec>(x);
-    A const totals = build_array<R, N, S>(s, tshape, what, [&](std::size_t pos, std::array<slice, N> const&, R* out) {
+    // Each step is queued (asynchronous dispatch) and owns what it reads.
+    A const totals = build_array_queued<R, N, S>(s, tshape, what, [src, shape](std::size_t pos, std::array<slice, N> const&, R* out) {
       line_totals<Op, R, T>(src.block_data(pos), out, lines_of(src.sharding().block(pos, shape), axis));
     });
     auto const all = resharded<A, gathered_spec>(totals).result();
     std::size_t const K = tshape[axis];
-    return build_array<R, N, S>(s, shape, what, [&](std::size_t pos, std::array<slice, N> const& block, R* out) {
+    return build_array_queued<R, N, S>(s, shape, what, [src, all, s, tshape, K](std::size_t pos, std::array<slice, N> const& block, R* out) {
       scan_lines const g = lines_of(block, axis);
       std::size_t const b = s.block(pos, tshape)[axis].start;
       std::vector<R> start(g.outer * g.inner);

@@ -187,8 +187,8 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
       },
       "reshape");
   reshape_kernel<decltype(gather)> const kernel{gather, kind == reshape_locality::same_order};
-  auto local_node = [=] { return relayout<A, in_spec, true>(x, so, out_shape, "reshape", kernel); };
-  auto gathered_node = [=] { return relayout<A, replicated_spec<N>, true>(x, so, out_shape, "reshape", gather); };
+  auto local_node = [=] { return relayout<A, in_spec>(x, so, out_shape, "reshape", kernel); };
+  auto gathered_node = [=] { return relayout<A, replicated_spec<N>>(x, so, out_shape, "reshape", gather); };
   return computed<A>(
       so, out_shape, [=] { return local ? local_node().result() : gathered_node().result(); },
       [=](std::vector<collective_event>& out) {
@@ -342,7 +342,7 @@ auto make_broadcast(X x, shape_t<M> const& shape) {
       "broadcast_to");
   static constexpr auto in_spec = canonical_spec(in::spec);
   auto const s = typename A::sharding_type(*mesh_of(x));
-  return relayout<A, in_spec, true>(std::move(x), s, shape, "broadcast_to", kernel);
+  return relayout<A, in_spec>(std::move(x), s, shape, "broadcast_to", kernel);
 }
 }  // namespace detail
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -205,6 +206,40 @@ std::string spec_text() {
   return os.str();
 }
 
+/// A queued result: the array of storage `st`, whose blocks the dispatch `done` writes.
+template <class T, std::size_t N, class S>
+array<T, N, S> queued_result(std::shared_ptr<array_storage<T, N, S>> st, std::shared_ptr<dispatch_completion> done) {
+  return array<T, N, S>(std::move(st), std::move(done));
+}
+
+/// The global shapes of a shard_map's results, by the global shapes of its arguments, from its
+/// first call with them. A later call with the same argument shapes is queued (asynchronous
+/// dispatch) with these result shapes, as jax.jit reuses its trace for arguments of the same
+/// shapes; the devices check that the body returns them. Shared by the copies of a shard_map.
+class shard_map_shapes {
+ public:
+  /// The result shapes remembered for these argument shapes, if any.
+  std::optional<std::vector<std::size_t>> find(std::vector<std::size_t> const& args) const {
+    std::lock_guard lock(mutex_);
+    for (auto const& [a, r] : known_)
+      if (a == args) return r;
+    return std::nullopt;
+  }
+  /// Remembers a call's result shapes (the oldest of `capacity` entries is let go for a new one).
+  void remember(std::vector<std::size_t> args, std::vector<std::size_t> results) {
+    std::lock_guard lock(mutex_);
+    for (auto const& [a, r] : known_)
+      if (a == args) return;
+    if (known_.size() == capacity) known_.erase(known_.begin());
+    known_.emplace_back(std::move(args), std::move(results));
+  }
+  static constexpr std::size_t capacity = 16;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> known_;
+};
+
 }  // namespace detail
 
 template <class F, mesh_type Mesh, class InSpecs, class OutSpecs, bool CheckVma = true>
@@ -293,8 +328,114 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
                                                                      n_results == sizeof...(Out)>::value);
     if constexpr (n_results == sizeof...(Out)) {
       if constexpr (CheckVma) check_vma<R>(std::make_index_sequence<sizeof...(Out)>{});
-      return run_checked<R>(inputs, pool, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
+      std::vector<std::size_t> args;
+      (args.insert(args.end(), std::get<K>(inputs).shape().begin(), std::get<K>(inputs).shape().end()), ...);
+      auto arrays = [&] {
+        if (pool->queues_here())
+          if (auto const shapes = shapes_->find(args))
+            return run_queued<R>(inputs, pool, *shapes, std::index_sequence<K...>{},
+                                 std::make_index_sequence<sizeof...(Out)>{});
+        auto a = run_checked<R>(inputs, pool, std::index_sequence<K...>{}, std::make_index_sequence<sizeof...(Out)>{});
+        std::vector<std::size_t> results;
+        std::apply([&](auto const&... o) { (results.insert(results.end(), o.shape().begin(), o.shape().end()), ...); }, a);
+        shapes_->remember(std::move(args), std::move(results));
+        return a;
+      }();
+      if constexpr (sizeof...(Out) == 1) return std::get<0>(std::move(arrays));
+      else return arrays;
     }
+  }
+
+  /// A call whose argument shapes an earlier call had: queued on the devices with that call's
+  /// result shapes, and returned at once (asynchronous dispatch; the arrays are futures). Each
+  /// device checks that its results have the shapes promised; a device that fails aborts the
+  /// team, and the failure is thrown by the next wait on a result, naming the device.
+  template <class R, class Inputs, std::size_t... K, std::size_t... J>
+  auto run_queued(Inputs const& inputs, std::shared_ptr<detail::device_pool> const& pool,
+                  std::vector<std::size_t> const& shapes, std::index_sequence<K...>, std::index_sequence<J...>) const {
+    using owned_t =
+        std::tuple<decltype(detail::own_result(std::declval<std::tuple_element_t<J, R>>(), nullptr))...>;
+    using out_specs_tuple = std::tuple<Out...>;
+    std::size_t const n = mesh_.num_devices();
+    std::size_t at = 0;
+    auto storage = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      using owned = std::tuple_element_t<I, owned_t>;
+      using T = typename owned::value_type;
+      using Spec = std::tuple_element_t<I, out_specs_tuple>;
+      using S = named_sharding<Mesh, Spec>;
+      shape_t<owned::rank> global{};
+      for (auto& g : global) g = shapes[at++];
+      auto st = std::make_shared<detail::array_storage<T, owned::rank, S>>(
+          detail::array_storage<T, owned::rank, S>{S(mesh_, Spec{}), global, pool, {}});
+      st->buffers.resize(n);
+      return st;
+    };
+    using storages_t = std::tuple<decltype(storage(std::integral_constant<std::size_t, J>{}))...>;
+    // Braced: the storages take their shapes from `shapes` in order.
+    storages_t out{storage(std::integral_constant<std::size_t, J>{})...};
+
+    struct task {
+      shard_map_fn fn;
+      Inputs inputs;
+      storages_t out;
+      std::array<std::size_t, Mesh::rank> sizes{};
+      std::array<std::string_view, Mesh::rank> names{};
+      detail::team t;
+      task(shard_map_fn const& f, Inputs const& in, storages_t o)
+          : fn(f), inputs(in), out(std::move(o)), t(fn.mesh_.num_devices(), std::span<int const>(fn.mesh_.device_ids())) {
+        for (std::size_t a = 0; a < Mesh::rank; ++a) {
+          sizes[a] = static_cast<std::size_t>(fn.mesh_.size(a));
+          names[a] = Mesh::axes[a].name.view();
+        }
+      }
+      void operator()(int d) {
+        auto const& pool = std::get<0>(out)->pool;
+        std::size_t const pos = *fn.mesh_.position_of(d);
+        detail::spmd_frame fr{&t, pos, 0, names, sizes, &detail::describe_op<Mesh>, &pool->memory(d), pool};
+        fr.check_vma = CheckVma;
+        fr.team_pos = pos;
+        detail::frame_guard guard(fr);
+        // Each result lands in memory the device owns (first touch), in the shape promised.
+        auto store = [&]<std::size_t I, class V>(std::integral_constant<std::size_t, I>, V&& v) {
+          auto& st = *std::get<I>(out);
+          auto owned = detail::own_result(std::forward<V>(v), &pool->memory(d));
+          auto const want = detail::block_shape(st.sharding.block(pos, st.shape));
+          if (owned.shape != want)
+            throw std::invalid_argument(
+                "tessera::shard_map: result " + std::to_string(I) + " has shape " + detail::shape_string(owned.shape) +
+                " on device " + std::to_string(d) + ", but the first call with arguments of these shapes returned blocks of shape " +
+                detail::shape_string(want) + "; a call is queued with the result shapes of the first call with the same "
+                "argument shapes (asynchronous dispatch, as jax.jit reuses its trace): make the results' shapes depend only "
+                "on the arguments' shapes, or turn asynchronous dispatch off (TESSERA_ASYNC_DISPATCH=0)");
+          st.buffers[pos] = std::move(owned.buf);
+        };
+        try {
+          auto r = detail::results_as_tuple(fn.f_(block_of<In>(std::get<K>(inputs), pos)...));
+          (store(std::integral_constant<std::size_t, J>{}, std::get<J>(std::move(r))), ...);
+          detail::op_signature end;
+          end.seq = fr.seq;
+          end.describe = fr.describe;
+          t.enter(pos, end, nullptr, nullptr);
+#ifndef NDEBUG
+          // Every block is written (the end of the body is a barrier): one device checks the copies.
+          if (pos == 0) {
+            auto const& st = out;
+            (fn.template check_replicas<Out>(J, std::get<J>(st)->sharding, std::get<J>(st)->buffers,
+                                             detail::block_shape(std::get<J>(st)->sharding.block(0, std::get<J>(st)->shape))),
+             ...);
+          }
+#endif
+        } catch (collective_aborted const&) {
+          // Another device failed and aborted the team: its error is the dispatch's.
+        } catch (...) {
+          t.abort();
+          throw;
+        }
+      }
+    };
+    auto queued = std::make_shared<task>(*this, inputs, out);
+    auto done = pool->enqueue(std::span<int const>(mesh_.device_ids()), "shard_map", std::move(queued));
+    return std::make_tuple(detail::queued_result(std::get<J>(out), done)...);
   }
 
   template <class R, class Inputs, std::size_t... K, std::size_t... J>
@@ -360,10 +501,8 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
         pool->abort_processes(std::string("a shard_map across processes failed: ") + e.what());
       throw detail::without_abandoned(e);
     }
-    auto arrays = std::make_tuple(assemble<Out>(J, results, std::get<J>(buffers), pool,
-                                                [](owned_t const& o) -> auto const& { return std::get<J>(o); })...);
-    if constexpr (sizeof...(Out) == 1) return std::get<0>(std::move(arrays));
-    else return arrays;
+    return std::make_tuple(assemble<Out>(J, results, std::get<J>(buffers), pool,
+                                         [](owned_t const& o) -> auto const& { return std::get<J>(o); })...);
   }
 
   template <class R, std::size_t... J>
@@ -458,6 +597,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
 
   F f_;
   Mesh mesh_;
+  std::shared_ptr<detail::shard_map_shapes> shapes_ = std::make_shared<detail::shard_map_shapes>();
 };
 
 /// jax.shard_map(f, mesh=mesh, in_specs=..., out_specs=...): f runs once per device on its blocks.
