@@ -158,7 +158,7 @@ class array {
   /// x.block_until_ready(): waits until the devices have computed the array; throws the
   /// device_error of the operation that made it (naming it) if a device failed.
   array const& block_until_ready() const {
-    if (ready_) ready_->check();
+    if (ready_) ready_->check(st_->pool->caller_spin());
     return *this;
   }
   /// x.is_ready(): whether the devices have computed the array (false while its dispatch is queued).

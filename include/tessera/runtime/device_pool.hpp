@@ -248,6 +248,8 @@ class device_pool {
     return n_ > 1 && !spans_processes() && this_device_thread.pool == nullptr && this_inline_dispatch == nullptr &&
            async_dispatch();
   }
+  /// How long a thread waiting for this pool's devices spins before it yields and sleeps (ns).
+  std::uint32_t caller_spin() const { return caller_spin_; }
   /// Waits until every dispatch queued so far on this pool has run (failures stay with their arrays).
   void synchronize();
   /// Most dispatches queued and not yet run before enqueue waits for the oldest (bounds memory).
