@@ -375,7 +375,7 @@ class shard_map_fn<F, Mesh, in_specs_t<In...>, out_specs_t<Out...>, CheckVma> {
     storages_t out{storage(std::integral_constant<std::size_t, J>{})...};
 
     struct task {
-      shard_map_fn fn;
+      shard_map_fn const fn;  // const: the body is called as the synchronous path calls it
       Inputs inputs;
       storages_t out;
       std::array<std::size_t, Mesh::rank> sizes{};
