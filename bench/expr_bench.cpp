@@ -237,6 +237,7 @@ void BM_sin_tessera(benchmark::State& state) {
   }
   for (auto _ : state) {
     tessera::array y = 2 * tessera::sin(x) + 1;
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
     benchmark::ClobberMemory();
   }
@@ -388,6 +389,7 @@ void BM_add2_tessera(benchmark::State& state) {
   }
   for (auto _ : state) {
     tessera::array y = a + b;
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
     benchmark::ClobberMemory();
   }
@@ -577,6 +579,7 @@ void BM_chain_tessera(benchmark::State& state) {
   }
   for (auto _ : state) {
     tessera::array y = ((a + b) * c - a) * 0.5f + b;
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
     benchmark::ClobberMemory();
   }
@@ -593,6 +596,7 @@ void BM_chain_tessera_unfused(benchmark::State& state) {
     tessera::array t3 = t2 - a;
     tessera::array t4 = t3 * 0.5f;
     tessera::array y = t4 + b;
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
   }
   for (auto _ : state) {
@@ -601,6 +605,7 @@ void BM_chain_tessera_unfused(benchmark::State& state) {
     tessera::array t3 = t2 - a;
     tessera::array t4 = t3 * 0.5f;
     tessera::array y = t4 + b;
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
     benchmark::ClobberMemory();
   }
@@ -727,6 +732,7 @@ void BM_sum_tessera(benchmark::State& state) {
   }
   for (auto _ : state) {
     auto s = tessera::eval(tessera::sum<Axis>(a));
+    tessera::block_until_ready(s);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(s);
     benchmark::ClobberMemory();
   }

@@ -204,6 +204,7 @@ void count_one_step(benchmark::State& state, tessera::runtime& rt, Step const& s
     alloc_count::on.store(true);
     auto r = step();
     alloc_count::on.store(false);
+    tessera::block_until_ready(r);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(r);
     state.counters["collectives"] = static_cast<double>(collectives.count());
   }
@@ -213,6 +214,7 @@ void count_one_step(benchmark::State& state, tessera::runtime& rt, Step const& s
     tessera::trace tr;
     auto r = step();
     tr.stop();
+    tessera::block_until_ready(r);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(r);
     auto const events = tr.events();
     state.counters["dispatches"] = static_cast<double>(std::count_if(
@@ -233,6 +235,7 @@ void time_steps(benchmark::State& state, Step const& step) {
   benchmark::DoNotOptimize(step());
   for (auto _ : state) {
     auto r = step();
+    tessera::block_until_ready(r);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(r);
     benchmark::ClobberMemory();
   }

@@ -125,6 +125,7 @@ void timed(benchmark::State& state, std::string const& size, Run run, Ok ok) {
   checked = true;
   for (auto _ : state) {
     auto r = run();
+    tessera::block_until_ready(r);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(r);
     benchmark::ClobberMemory();
   }

@@ -228,6 +228,7 @@ bool time_eval(benchmark::State& state, Expr const& expr, Run run, Ok ok) {
   if (!ok(run())) return false;
   timed_loop(state, [&] {
     auto c = run();
+    tessera::block_until_ready(c);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(c);
   });
   return true;

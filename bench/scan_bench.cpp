@@ -40,6 +40,7 @@ void BM_cumsum_sharded(benchmark::State& state) {
   auto const x = tessera::device_put(h, tessera::named_sharding(mesh, tessera::P<"x">{}));
   for (auto _ : state) {
     auto y = tessera::eval(tessera::cumsum<0>(x));
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
   }
   copy_bytes(state);
@@ -52,6 +53,7 @@ void BM_cumsum_sharded_2d(benchmark::State& state) {
   auto const x = tessera::device_put(h, tessera::named_sharding(mesh, tessera::P<"x", tessera::none>{}));
   for (auto _ : state) {
     auto y = tessera::eval(tessera::cumsum<0>(x));
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
   }
   copy_bytes(state);
@@ -64,6 +66,7 @@ void BM_cumsum_local(benchmark::State& state) {
   auto const x = tessera::device_put(h, tessera::named_sharding(mesh, tessera::P<"x", tessera::none>{}));
   for (auto _ : state) {
     auto y = tessera::eval(tessera::cumsum<1>(x));
+    tessera::block_until_ready(y);  // queued (async dispatch): timed to its end
     benchmark::DoNotOptimize(y);
   }
   copy_bytes(state);
