@@ -293,6 +293,55 @@ TEST_CASE("inputs the host drops stay alive for the work queued on them", "[asyn
   CHECK(same_array(tessera::to_host(*out), xt::xtensor<float, 2>(h * h + 1.0f)));
 }
 
+TEST_CASE("a device reads its own blocks of a queued array without waiting for its peers' parts", "[async]") {
+  dispatch_mode mode(true);
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  using S = tessera::named_sharding<tessera::mesh<"x">, P<"x">>;
+  S const s(mesh);
+  // A producer whose part on device 3 is held until `release`; the others write at once.
+  auto st = std::make_shared<tessera::detail::array_storage<float, 1, S>>(
+      tessera::detail::array_storage<float, 1, S>{s, {8}, tessera::detail::pool_for(s, "test"), {}});
+  st->buffers.resize(4);
+  struct producer {
+    std::shared_ptr<tessera::detail::array_storage<float, 1, S>> st;
+    std::shared_ptr<std::atomic<bool>> release;
+    void operator()(int d) {
+      if (d == 3)
+        while (!release->load(std::memory_order_acquire)) std::this_thread::yield();
+      tessera::device_buffer<float> b(2, &st->pool->memory(d));
+      b.data()[0] = static_cast<float>(2 * d);
+      b.data()[1] = static_cast<float>(2 * d + 1);
+      st->buffers[static_cast<std::size_t>(d)] = std::move(b);
+    }
+  };
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  struct releaser {
+    std::shared_ptr<std::atomic<bool>> r;
+    ~releaser() { r->store(true, std::memory_order_release); }  // also when a check below throws
+  } on_exit{release};
+  std::vector<int> const ids{0, 1, 2, 3};
+  tessera::array<float, 1, S> a(st, rt.pool().enqueue(std::span<int const>(ids), "held on device 3",
+                                                      std::make_shared<producer>(producer{st, release})));
+  tessera::array c = a * 2.0f + 1.0f;  // queued behind the producer on every device
+  // Then a probe on every device: devices 0 to 2 reach it only once they have run c's part,
+  // which reads their own blocks of a, while device 3 is still held in the producer.
+  struct probe {
+    std::shared_ptr<std::atomic<int>> count = std::make_shared<std::atomic<int>>(0);
+    void operator()(int) const { count->fetch_add(1, std::memory_order_acq_rel); }
+  };
+  auto const p = std::make_shared<probe>();
+  auto const probed = rt.pool().enqueue(std::span<int const>(ids), "probe", p);
+  auto const t0 = std::chrono::steady_clock::now();
+  while (p->count->load(std::memory_order_acquire) < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::yield();
+  CHECK(p->count->load() == 3);  // devices 0 to 2 did not wait for device 3's part
+  CHECK_FALSE(c.is_ready());
+  release->store(true, std::memory_order_release);
+  probed->check();
+  CHECK(same_array(tessera::to_host(c), xt::xtensor<float, 1>{1, 3, 5, 7, 9, 11, 13, 15}));
+}
+
 TEST_CASE("a device's error surfaces at the next wait, naming the operation, and poisons what reads it", "[async][errors]") {
   dispatch_mode mode(true);
   tessera::runtime rt{4};
@@ -324,7 +373,10 @@ TEST_CASE("a device's error surfaces at the next wait, naming the operation, and
   } catch (tessera::device_error const& e) {
     CHECK_THAT(e.what(), Contains("evaluate (dispatched asynchronously) failed") && Contains("my_kernel") &&
                              Contains("ran out of registers"));
-    CHECK(e.failures().size() == 4);  // every device read the failed array
+    // Only device 2's block of c reads a failed block: the others read their own blocks, which
+    // their parts of my_kernel wrote, without waiting for device 2's part.
+    REQUIRE(e.failures().size() == 1);
+    CHECK(e.failures().front().first == 2);
   }
   // A reshard of the failed array (queued) fails too, at its wait.
   auto const moved = tessera::device_put(bad, tessera::named_sharding(mesh, P<>{}));

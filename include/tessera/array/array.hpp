@@ -187,7 +187,12 @@ class array {
   T const* block_data(std::size_t pos) const {
     int const d = st_->sharding.device_ids()[pos];
     if (!st_->pool->is_local(d)) detail::throw_not_addressable(d, st_->pool->first_id(), st_->pool->size());
-    block_until_ready();  // on a device thread too: what it waits for was queued before its own task
+    // A device thread reading its own block of an array that a dispatch queued on this pool made:
+    // its own part of that dispatch ran before the task now running (each device runs its queue
+    // in order), so it reads at once, without waiting for its peers' parts. Anything else waits
+    // (on a device thread too: what it waits for was queued before its own task), and a failed
+    // part throws there.
+    if (!own_block_written(d)) block_until_ready();
     if (st_->buffers.empty()) detail::throw_planned_value();
     return st_->buffers[pos].data();
   }
@@ -195,6 +200,14 @@ class array {
   std::shared_ptr<detail::device_pool> const& pool() const { return st_->pool; }
 
  private:
+  /// Whether the calling thread is device d's thread of the array's pool and has written d's
+  /// block, without error, in the dispatch that makes the array.
+  bool own_block_written(int d) const {
+    if (!ready_) return false;
+    auto const& me = detail::this_device_thread;
+    return me.pool == st_->pool.get() && me.device == d - st_->pool->first_id() && ready_->ran_without_error(me.device);
+  }
+
   std::shared_ptr<detail::array_storage<T, N, S>> st_;
   std::shared_ptr<detail::dispatch_completion> ready_;  // the queued dispatch that writes the blocks, if any
 };

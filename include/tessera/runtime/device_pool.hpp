@@ -621,6 +621,7 @@ TESSERA_LINKAGE void device_pool::worker(std::shared_ptr<queues> qs, device_pool
     } catch (...) {
       t.done->fail(d, std::current_exception());
     }
+    t.done->ran(d);
     t.done->finish_one();
     t = {};  // may let go of the last owner of the task's arrays, and of the pool: nothing of it is used after
   }

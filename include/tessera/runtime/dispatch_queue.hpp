@@ -70,7 +70,8 @@ class dispatch_completion {
   /// pool's device 0, `devices` the pool's device count, `count` the devices that run a task.
   dispatch_completion(char const* what, int first, int devices, int count)
       : what_(what), first_(first), n_(devices), remaining_(count),
-        errors_(std::make_unique<std::exception_ptr[]>(static_cast<std::size_t>(devices))) {
+        errors_(std::make_unique<std::exception_ptr[]>(static_cast<std::size_t>(devices))),
+        ran_(std::make_unique<unsigned char[]>(static_cast<std::size_t>(devices))) {
     if (count == 0) finished_.store(true, std::memory_order_release);
   }
   dispatch_completion(dispatch_completion const&) = delete;
@@ -118,6 +119,15 @@ class dispatch_completion {
     errors_[static_cast<std::size_t>(local)] = std::move(e);
     failed_.store(true, std::memory_order_relaxed);  // published by finish_one's release
   }
+  /// Device `local` has run its task (on that device's thread, before finish_one).
+  void ran(int local) { ran_[static_cast<std::size_t>(local)] = 1; }
+  /// Whether device `local`'s task has run without throwing; to be asked on that device's thread
+  /// only (it reads what that thread wrote), where a later task reads the blocks the device
+  /// wrote itself without waiting for its peers' parts of the dispatch.
+  bool ran_without_error(int local) const {
+    auto const i = static_cast<std::size_t>(local);
+    return ran_[i] != 0 && !errors_[i];
+  }
   /// One device has run its task; the last one marks the dispatch finished and wakes the waiters.
   void finish_one() {
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -139,6 +149,7 @@ class dispatch_completion {
   std::atomic<bool> failed_{false};
   mutable wait_word done_;
   std::unique_ptr<std::exception_ptr[]> errors_;  // one per device of the pool, each written by its device only
+  std::unique_ptr<unsigned char[]> ran_;           // likewise: whether the device's task has run
 };
 
 }  // namespace detail
