@@ -9,6 +9,8 @@
 # separate dd run measures another load). Orbax runs where build/jax-venv has orbax-checkpoint
 # (build/jax-venv/bin/pip install orbax-checkpoint).
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 BIN=${1:?usage: run_checkpoint.sh BENCH_BINARY [DIR] [MIB] [REPEATS]}
 DIR=${2:-/tmp/tessera_ckpt_bench}
 MIB=${3:-1024}

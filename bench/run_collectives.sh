@@ -10,6 +10,8 @@
 # bench_collectives_mpi is built only where CMake finds an MPI (Debian:
 # openmpi-bin libopenmpi-dev); without it the OpenMPI columns stay empty.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 
 build=${1:-build/bench}
 here=$(cd "$(dirname "$0")" && pwd)

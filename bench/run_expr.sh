@@ -16,6 +16,8 @@
 # --benchmark_filter regex). OpenMP and Eigen (Debian: libeigen3-dev) are optional;
 # without them their columns stay empty.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

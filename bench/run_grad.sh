@@ -25,6 +25,8 @@
 # target: at most 1.15) and tessera grad / libtorch autograd (target: at most 1, tessera at least
 # as fast). Measure on a quiet machine: the script prints the load average before and after.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

@@ -19,6 +19,8 @@
 # The tessera and JAX runs of each device count follow each other, so a drift of the machine
 # shows in both.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

@@ -17,6 +17,8 @@
 # them). OpenBLAS (Debian: libopenblas-dev) is optional: without it the OpenBLAS rows stay
 # empty, and tessera uses its own kernel.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

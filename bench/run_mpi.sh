@@ -25,6 +25,8 @@
 # TABLES (which tables, default "1 2 3 4"; 5 on request). OpenMPI settings: mpi_yield_when_idle=1 (the 2 cores
 # are shared), and btl_vader_single_copy_mechanism=none unless set (containers without CMA).
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD:-$ROOT/build/bench-mpi}
 tables=${TABLES:-1 2 3 4}

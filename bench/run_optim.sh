@@ -7,6 +7,8 @@
 #
 #   bash bench/run_optim.sh [build-dir]      # default build/bench-optim; about a minute
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${1:-build/bench-optim}

@@ -8,6 +8,8 @@
 #
 #   bash bench/run_random.sh [build-dir]      # default build/bench-random; a few minutes
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${1:-build/bench-random}

@@ -12,6 +12,8 @@
 # Needs build/jax-venv (tools/jax_reference/setup_venv.sh) for the JAX side; without it, only
 # tessera's figure is printed. REPS (default 5) repetitions of each, the medians compared.
 set -euo pipefail
+# shellcheck source=bench/openblas_coretype.sh
+source "$(dirname "${BASH_SOURCE[0]}")/openblas_coretype.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${1:-$root/build/bench-transformer}

@@ -22,6 +22,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "tessera/runtime/call_once.hpp"
@@ -45,6 +46,8 @@ extern "C" void tessera_cblas_dgemm(int order, int trans_a, int trans_b, int m, 
     __asm__(TESSERA_GEMM_STR(__USER_LABEL_PREFIX__) "cblas_dgemm");
 // OpenBLAS's thread count: weak, so it is null when the BLAS linked in is not OpenBLAS.
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+// The kernel family OpenBLAS chose for this CPU (weak likewise).
+extern "C" char* openblas_get_corename(void) __attribute__((weak));
 #undef TESSERA_GEMM_STR
 #undef TESSERA_GEMM_STR2
 #endif
@@ -304,6 +307,30 @@ inline void blas_one_thread() {
     if (openblas_set_num_threads) openblas_set_num_threads(1);
   });
 }
+
+/// Whether OpenBLAS runs a kernel older than this build's own: a DYNAMIC_ARCH OpenBLAS that
+/// does not know the CPU (OpenBLAS 0.3.21, Debian 12's, on a 2023 Xeon, family 6 model 207)
+/// falls back to its SSE3 "Prescott" kernel, which multiplies a third as fast as its AVX-512
+/// one (the transformer's step: 18 ms against 11 ms with OPENBLAS_CORETYPE=SkylakeX) and
+/// slower than tessera's own kernel compiled for AVX2 or later (16 ms). Then tessera's kernel
+/// is used; OPENBLAS_CORETYPE (Haswell, SkylakeX, ...) makes OpenBLAS pick its own again.
+inline bool blas_kernel_generic() {
+#if defined(__AVX2__) && defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+  static bool const generic = [] {
+    if (!openblas_get_corename) return false;
+    char const* core = openblas_get_corename();
+    if (core == nullptr) return false;
+    std::string_view const name(core);
+    for (std::string_view const old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Katmai",
+                                       "Coppermine", "Northwood", "Banias", "Atom", "Unknown"})
+      if (name == old) return true;
+    return false;
+  }();
+  return generic;
+#else
+  return false;  // this build's own kernel is no faster than any OpenBLAS kernel
+#endif
+}
 #endif
 
 /// C[M,N] (+)= A[M,K] * B[K,N], row-major with leading dimensions (element strides between
@@ -324,7 +351,7 @@ void gemm(std::size_t M, std::size_t N, std::size_t K, T const* A, std::size_t l
                                       accumulate))
       return;
     constexpr std::size_t int_max = static_cast<std::size_t>(std::numeric_limits<int>::max());
-    if (std::max({M, N, K, lda, ldb, ldc}) <= int_max) {
+    if (std::max({M, N, K, lda, ldb, ldc}) <= int_max && !blas_kernel_generic()) {
       blas_one_thread();
       auto const i = [](std::size_t v) { return static_cast<int>(v); };
       T const beta = accumulate ? T(1) : T(0);
@@ -346,6 +373,8 @@ void gemm(std::size_t M, std::size_t N, std::size_t K, T const* A, std::size_t l
 /// xsimd kernel". Other element types always use tessera's own loop.
 inline char const* gemm_backend() {
 #ifdef TESSERA_HAS_CBLAS
+  if (blas_kernel_generic())
+    return "tessera xsimd kernel (OpenBLAS chose its generic kernel for this CPU; set OPENBLAS_CORETYPE)";
   if (openblas_set_num_threads) return "OpenBLAS (cblas_sgemm/cblas_dgemm, 1 thread per call)";
   return "cblas (cblas_sgemm/cblas_dgemm of the BLAS linked in)";
 #else
@@ -360,7 +389,9 @@ inline char const* gemm_backend() {
 namespace tessera {
 
 /// Which kernel multiplies float32 and float64 blocks on a device in this build:
-/// "OpenBLAS (cblas_sgemm/cblas_dgemm, 1 thread per call)" when CMake found OpenBLAS,
+/// "OpenBLAS (cblas_sgemm/cblas_dgemm, 1 thread per call)" when CMake found OpenBLAS (but
+/// "tessera xsimd kernel (OpenBLAS chose its generic kernel ...)" where OpenBLAS does not know
+/// the CPU and falls back to a pre-AVX kernel, in a build for AVX2 or later),
 /// "cblas (...)" for another BLAS with the CBLAS interface, or "tessera xsimd kernel" when no
 /// BLAS was found or the build was configured with -DTESSERA_USE_BLAS=OFF. Integer and bool
 /// products always use tessera's own loop.
