@@ -1403,3 +1403,29 @@ TEST_CASE("where() tests a non-bool condition for truth before converting it", "
   expect(tessera::where(i, u, 0), xt::xarray<double>{1, 0, 3, 4}, "where(int condition 256, uint8, 0)");
   expect(tessera::where(0.5, a, b), xt::xarray<double>{1, 2, 3, 4}, "where(0.5, a, b)");
 }
+
+TEST_CASE("to_host takes an expression, as jax.device_get takes any computed array", "[expr]") {
+  tessera::runtime rt{4};
+  auto const mesh = tessera::make_mesh<"x">({4});
+  xt::xtensor<float, 2> h = xt::zeros<float>({8, 6});
+  for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = static_cast<float>(i % 13) * 0.5f - 2.0f;
+  auto const a = tessera::device_put(h, tessera::named_sharding(mesh, P<"x", none>{}));
+  // An element-wise expression, evaluated then gathered.
+  xt::xtensor<float, 2> const want_ew = h * 2.0f + 1.0f;
+  CHECK(tessera_test::same_array(tessera::to_host(a * 2.0f + 1.0f), want_ew));
+  // A reduction over the sharded axis (partial sums over "x"), into an existing host array.
+  xt::xtensor<float, 1> out;
+  tessera::to_host(tessera::sum<0>(a), out);
+  xt::xtensor<float, 1> const want_sum = xt::sum(h, {0});
+  CHECK(tessera_test::same_array(out, want_sum));
+  // A product contracting the sharded axis: summed before it is gathered.
+  xt::xtensor<float, 2> const prod = tessera::to_host(tessera::matmul(tessera::transpose(a), a));
+  REQUIRE(prod.shape()[0] == 6);
+  REQUIRE(prod.shape()[1] == 6);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 6; ++j) {
+      double s = 0;
+      for (std::size_t k = 0; k < 8; ++k) s += static_cast<double>(h(k, i)) * static_cast<double>(h(k, j));
+      CHECK(prod(i, j) == Approx(s).margin(1e-4));
+    }
+}

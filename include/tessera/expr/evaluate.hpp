@@ -22,6 +22,7 @@
 #include "tessera/array/device_put.hpp"
 #include "tessera/array/placement.hpp"
 #include "tessera/array/queued_build.hpp"
+#include "tessera/array/to_host.hpp"
 #include "tessera/core/tuple_traits.hpp"
 #include "tessera/detail/unique_function.hpp"
 #include "tessera/expr/cursor.hpp"
@@ -203,6 +204,19 @@ void resharded<A, Target>::prepare() const {
 template <sharded_expression E>
 auto eval(E const& e) {
   return detail::evaluate(e);
+}
+
+/// jax.device_get(a + b): an expression's values in a new host array (evaluated first, as
+/// JAX's arrays are computed before they are fetched).
+template <expression_node E>
+auto to_host(E const& e) {
+  return to_host(detail::evaluate(e));
+}
+
+/// np.copyto(out, a + b): an expression's values written into an existing host array.
+template <expression_node E>
+void to_host(E const& e, xt::xtensor<typename E::value_type, E::rank>& out) {
+  to_host(detail::evaluate(e), out);
 }
 
 /// `tessera::array r = a + b;` gives the expression's element type, rank and sharding.
