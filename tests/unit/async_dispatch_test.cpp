@@ -66,6 +66,32 @@ struct dispatch_mode {
   ~dispatch_mode() { tessera::set_async_dispatch(before); }
 };
 
+using S4 = tessera::named_sharding<tessera::mesh<"x">, P<"x">>;
+
+/// An array of 8 floats over the 4 devices of `s` (device d's block: 2d, 2d + 1), made by a
+/// dispatch named `what` queued on rt's pool, whose task on device d first calls before(d)
+/// (which may hold the device, or throw as a failing kernel would).
+template <class Before>
+tessera::array<float, 1, S4> queued_pairs(tessera::runtime& rt, S4 const& s, char const* what, Before before) {
+  using storage = tessera::detail::array_storage<float, 1, S4>;
+  auto st = std::make_shared<storage>(storage{s, {8}, tessera::detail::pool_for(s, "test"), {}});
+  st->buffers.resize(4);
+  struct producer {
+    std::shared_ptr<storage> st;
+    Before before;
+    void operator()(int d) {
+      before(d);
+      tessera::device_buffer<float> b(2, &st->pool->memory(d));
+      b.data()[0] = static_cast<float>(2 * d);
+      b.data()[1] = static_cast<float>(2 * d + 1);
+      st->buffers[static_cast<std::size_t>(d)] = std::move(b);
+    }
+  };
+  std::vector<int> const ids{0, 1, 2, 3};
+  return tessera::array<float, 1, S4>(
+      st, rt.pool().enqueue(std::span<int const>(ids), what, std::make_shared<producer>(producer{st, std::move(before)})));
+}
+
 xt::xtensor<float, 2> iota(std::size_t r, std::size_t c, float from) {
   xt::xtensor<float, 2> h = xt::zeros<float>({r, c});
   for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = from + static_cast<float>(i % 97) * 0.25f;
@@ -297,32 +323,17 @@ TEST_CASE("a device reads its own blocks of a queued array without waiting for i
   dispatch_mode mode(true);
   tessera::runtime rt{4};
   auto const mesh = tessera::make_mesh<"x">({4});
-  using S = tessera::named_sharding<tessera::mesh<"x">, P<"x">>;
-  S const s(mesh);
+  S4 const s(mesh);
   // A producer whose part on device 3 is held until `release`; the others write at once.
-  auto st = std::make_shared<tessera::detail::array_storage<float, 1, S>>(
-      tessera::detail::array_storage<float, 1, S>{s, {8}, tessera::detail::pool_for(s, "test"), {}});
-  st->buffers.resize(4);
-  struct producer {
-    std::shared_ptr<tessera::detail::array_storage<float, 1, S>> st;
-    std::shared_ptr<std::atomic<bool>> release;
-    void operator()(int d) {
-      if (d == 3)
-        while (!release->load(std::memory_order_acquire)) std::this_thread::yield();
-      tessera::device_buffer<float> b(2, &st->pool->memory(d));
-      b.data()[0] = static_cast<float>(2 * d);
-      b.data()[1] = static_cast<float>(2 * d + 1);
-      st->buffers[static_cast<std::size_t>(d)] = std::move(b);
-    }
-  };
   auto release = std::make_shared<std::atomic<bool>>(false);
   struct releaser {
     std::shared_ptr<std::atomic<bool>> r;
     ~releaser() { r->store(true, std::memory_order_release); }  // also when a check below throws
   } on_exit{release};
-  std::vector<int> const ids{0, 1, 2, 3};
-  tessera::array<float, 1, S> a(st, rt.pool().enqueue(std::span<int const>(ids), "held on device 3",
-                                                      std::make_shared<producer>(producer{st, release})));
+  auto const a = queued_pairs(rt, s, "held on device 3", [release](int d) {
+    if (d == 3)
+      while (!release->load(std::memory_order_acquire)) std::this_thread::yield();
+  });
   tessera::array c = a * 2.0f + 1.0f;  // queued behind the producer on every device
   // Then a probe on every device: devices 0 to 2 reach it only once they have run c's part,
   // which reads their own blocks of a, while device 3 is still held in the producer.
@@ -331,6 +342,7 @@ TEST_CASE("a device reads its own blocks of a queued array without waiting for i
     void operator()(int) const { count->fetch_add(1, std::memory_order_acq_rel); }
   };
   auto const p = std::make_shared<probe>();
+  std::vector<int> const ids{0, 1, 2, 3};
   auto const probed = rt.pool().enqueue(std::span<int const>(ids), "probe", p);
   auto const t0 = std::chrono::steady_clock::now();
   while (p->count->load(std::memory_order_acquire) < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
@@ -346,23 +358,11 @@ TEST_CASE("a device's error surfaces at the next wait, naming the operation, and
   dispatch_mode mode(true);
   tessera::runtime rt{4};
   auto const mesh = tessera::make_mesh<"x">({4});
-  using S = tessera::named_sharding<tessera::mesh<"x">, P<"x">>;
-  S const s(mesh);
+  S4 const s(mesh);
   // An array whose producing dispatch throws on device 2 (as a failing kernel would).
-  auto st = std::make_shared<tessera::detail::array_storage<float, 1, S>>(
-      tessera::detail::array_storage<float, 1, S>{s, {8}, tessera::detail::pool_for(s, "test"), {}});
-  st->buffers.resize(4);
-  struct producer {
-    std::shared_ptr<tessera::detail::array_storage<float, 1, S>> st;
-    void operator()(int d) {
-      if (d == 2) throw std::runtime_error("the kernel ran out of registers");
-      tessera::device_buffer<float> b(2, &st->pool->memory(d));
-      st->buffers[static_cast<std::size_t>(d)] = std::move(b);
-    }
-  };
-  std::vector<int> const ids{0, 1, 2, 3};
-  tessera::array<float, 1, S> bad(st, rt.pool().enqueue(std::span<int const>(ids), "my_kernel",
-                                                        std::make_shared<producer>(producer{st})));
+  auto const bad = queued_pairs(rt, s, "my_kernel", [](int d) {
+    if (d == 2) throw std::runtime_error("the kernel ran out of registers");
+  });
   tessera::array c = bad + 1.0f;  // queued: no error yet
   REQUIRE_THROWS_AS(bad.block_until_ready(), tessera::device_error);
   REQUIRE_THROWS_WITH(bad.block_until_ready(), Contains("my_kernel (dispatched asynchronously) failed") &&
