@@ -31,6 +31,42 @@ struct queued_fill_of final : queued_fill<T, N> {
   Fill fill;
 };
 
+/// The queued part of build_array_queued: each device's block of `blocks` (device ids `ids`, in
+/// the sharding's order) is filled into a new buffer stored at `buffers`, which `keep` (the
+/// array's storage) owns. Compiled once per (T, N, FillEmpty), not once per sharding: a
+/// program has dozens of shardings (issue 31's compile time).
+template <class T, std::size_t N, bool FillEmpty>
+std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, std::span<int const> ids,
+                                                  std::vector<std::array<slice, N>> blocks,
+                                                  std::vector<device_buffer<T>>* buffers, std::shared_ptr<void> keep,
+                                                  char const* where, std::shared_ptr<queued_fill<T, N>> fill) {
+  struct task {
+    std::shared_ptr<queued_fill<T, N>> fill;
+    std::shared_ptr<void> keep;
+    std::vector<device_buffer<T>>* buffers;
+    device_pool* pool;
+    std::vector<std::array<slice, N>> blocks;
+    std::vector<int> pos_of;
+    trace_label label;
+    char const* where;
+    void operator()(int d) {
+      std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
+      auto const& block = blocks[p];
+      device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &pool->memory(d));
+      trace_span span(label.category ? label.category : "evaluate", label.category ? label.name.c_str() : where,
+                      buf.size() * sizeof(T));
+      if (span.active() && !label.detail.empty()) span.detail(label.detail);
+      if (FillEmpty || buf.size() != 0) (*fill)(p, block, buf.data());
+      (*buffers)[p] = std::move(buf);
+    }
+  };
+  auto t = std::make_shared<task>(task{std::move(fill), std::move(keep), buffers, &pool, std::move(blocks),
+                                       std::vector<int>(static_cast<std::size_t>(pool.global_size()), -1),
+                                       tracing() ? this_trace_label : trace_label{}, where});
+  for (std::size_t p = 0; p < ids.size(); ++p) t->pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  return pool.enqueue(ids, where, std::move(t));
+}
+
 /// build_array_queued's body, on an erased fill.
 template <class T, std::size_t N, class S, bool FillEmpty>
 array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, char const* where,
@@ -43,34 +79,12 @@ array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, ch
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool, {}});
   std::size_t const n = s.num_devices();
   st->buffers.resize(n);
-  struct task {
-    std::shared_ptr<queued_fill<T, N>> fill;
-    std::shared_ptr<array_storage<T, N, S>> st;
-    std::vector<std::array<slice, N>> blocks;
-    std::vector<int> pos_of;
-    trace_label label;
-    char const* where;
-    void operator()(int d) {
-      std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
-      auto const& block = blocks[p];
-      device_buffer<T> buf(element_count(block_shape(block)), device_buffer<T>::uninitialized, &st->pool->memory(d));
-      trace_span span(label.category ? label.category : "evaluate", label.category ? label.name.c_str() : where,
-                      buf.size() * sizeof(T));
-      if (span.active() && !label.detail.empty()) span.detail(label.detail);
-      if (FillEmpty || buf.size() != 0) (*fill)(p, block, buf.data());
-      st->buffers[p] = std::move(buf);
-    }
-  };
-  auto t = std::make_shared<task>(task{std::move(fill), st, {},
-                                       std::vector<int>(static_cast<std::size_t>(pool->global_size()), -1),
-                                       tracing() ? this_trace_label : trace_label{}, where});
-  t->blocks.reserve(n);
-  auto const& ids = s.device_ids();
-  for (std::size_t p = 0; p < n; ++p) {
-    t->blocks.push_back(s.block(p, shape));
-    t->pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
-  }
-  auto done = pool->enqueue(std::span<int const>(ids), where, std::move(t));
+  std::vector<std::array<slice, N>> blocks;
+  blocks.reserve(n);
+  for (std::size_t p = 0; p < n; ++p) blocks.push_back(s.block(p, shape));
+  auto* buffers = &st->buffers;
+  auto done = enqueue_fill<T, N, FillEmpty>(*pool, std::span<int const>(s.device_ids()), std::move(blocks), buffers, st,
+                                            where, std::move(fill));
   return array<T, N, S>(std::move(st), std::move(done));
 }
 

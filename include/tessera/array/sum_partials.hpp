@@ -486,9 +486,12 @@ class queued_sum {
       if (element_count(block_shape(to.block(q, shape))) * sizeof(T) >= partial_sum<T, N>::shared_min_bytes) return false;
     return true;
   }
-  template <class Data>
+  /// `data` gives the partial blocks' addresses (and owns the partial array). Not a template
+  /// over it: the constructor, and partial_sum's inlined into it, is then compiled once per
+  /// (T, N) rather than once per sum_partials instantiation (issue 31's compile time).
   queued_sum(device_pool& pool, shape_t<N> const& shape, block_layout<N> from, block_layout<N> to,
-             std::vector<std::size_t> row, dim_spec const& unreduced, reduce_op op, Data data)
+             std::vector<std::size_t> row, dim_spec const& unreduced, reduce_op op,
+             detail::unique_function<std::vector<T const*>()> data)
       : sum_(pool, shape, std::move(from), std::move(to), std::move(row), {}, unreduced, op), data_(std::move(data)) {}
   /// Target position pos's block, on its device: the partial blocks' addresses are taken once,
   /// by the first device (reading them waits for the queued work that writes them).
@@ -549,7 +552,8 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     // the work that writes them (queued before); the first one to run takes their addresses.
     auto st = std::make_shared<queued_sum<T, N>>(pool, shape, layout_of(from, shape), layout_of(to, shape),
                                                  std::move(row), unreduced, op,
-                                                 [p] { return local_block_data(p); });
+                                                 detail::unique_function<std::vector<T const*>()>(
+                                                     [p] { return local_block_data(p); }));
     return build_array_queued<T, N, S2>(to, shape, "sum of partial results",
                                         [st](std::size_t pos, std::array<slice, N> const& tb, T* o) { st->fill(pos, tb, o); });
   }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -30,6 +31,53 @@
 namespace tessera {
 
 namespace detail {
+
+/// Whether each dimension of a spec is sharded, as plain values.
+template <std::size_t N>
+constexpr std::array<bool, N> sharded_dims(std::array<dim_spec, N> const& spec) {
+  std::array<bool, N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = !spec[i].is_none();
+  return out;
+}
+
+/// jnp.matmul's result shape for operands of shapes `as` and `bs` (whether each of their
+/// dimensions is sharded: a_sharded, b_sharded) into `out`, checked as JAX checks when it traces:
+/// contracting sizes that differ, batch dimensions that do not broadcast or broadcast while
+/// sharded, a result too large to count. Plain values, compiled once rather than once per
+/// contraction type (issue 31's compile time).
+inline void matmul_shape(std::span<std::size_t const> as, std::span<std::size_t const> bs, std::span<bool const> a_sharded,
+                         std::span<bool const> b_sharded, std::span<std::size_t> out, std::size_t element_bytes) {
+  std::size_t const RA = as.size(), RB = bs.size();
+  std::size_t const BA = batch_rank(RA), BB = batch_rank(RB), NB = BA > BB ? BA : BB;
+  std::size_t const ka = as[RA - 1], kb = bs[rhs_contracting(RB)];
+  if (ka != kb)
+    throw std::invalid_argument("tessera::matmul: the operands of shapes " + shape_string(as) + " and " +
+                                shape_string(bs) + " do not contract: dimension " + std::to_string(RA - 1) +
+                                " of the left one has size " + std::to_string(ka) + " and dimension " +
+                                std::to_string(rhs_contracting(RB)) + " of the right one has size " +
+                                std::to_string(kb));
+  for (std::size_t d = 0; d < NB; ++d) {
+    std::size_t const x = d + BA >= NB ? as[d + BA - NB] : 1, y = d + BB >= NB ? bs[d + BB - NB] : 1;
+    if (x != y && x != 1 && y != 1)
+      throw std::invalid_argument("tessera::matmul: the batch dimensions of shapes " + shape_string(as) + " and " +
+                                  shape_string(bs) + " do not broadcast: result dimension " + std::to_string(d) +
+                                  " would have sizes " + std::to_string(x) + " and " + std::to_string(y));
+    out[d] = x == 1 ? y : x;
+    bool const a_bcast = x == 1 && y != 1 && d + BA >= NB && a_sharded[d + BA - NB];
+    bool const b_bcast = y == 1 && x != 1 && d + BB >= NB && b_sharded[d + BB - NB];
+    if (a_bcast || b_bcast)
+      throw std::invalid_argument("tessera::matmul: batch dimension " + std::to_string(d) + " of an operand of shape " +
+                                  (a_bcast ? shape_string(as) : shape_string(bs)) +
+                                  " has size 1 and broadcasts, but it is sharded over mesh axes; replicate it");
+  }
+  std::size_t d = NB;
+  if (RA >= 2) out[d++] = as[RA - 2];
+  if (RB >= 2) out[d] = bs[RB - 1];
+  // Empty operands (a contracting size of 0) can have a product too large to count.
+  if (std::string const e = size_error(out, element_bytes); !e.empty())
+    throw std::length_error("tessera::matmul: the product of shapes " + shape_string(as) + " and " + shape_string(bs) +
+                            " has shape " + shape_string(out) + ", which " + e);
+}
 
 /// Row-major strides of a block.
 template <std::size_t N>
@@ -74,35 +122,9 @@ class contraction : public detail::partial_sum_node<contraction<A, B>> {
     detail::check_same_mesh(*detail::mesh_of(a_), *detail::mesh_of(b_), "matmul");
     auto const as = detail::shape_of(a_);
     auto const bs = detail::shape_of(b_);
-    std::size_t const ka = as[RA - 1], kb = bs[detail::rhs_contracting(RB)];
-    if (ka != kb)
-      throw std::invalid_argument("tessera::matmul: the operands of shapes " + detail::shape_string(as) + " and " +
-                                  detail::shape_string(bs) + " do not contract: dimension " + std::to_string(RA - 1) +
-                                  " of the left one has size " + std::to_string(ka) + " and dimension " +
-                                  std::to_string(detail::rhs_contracting(RB)) + " of the right one has size " +
-                                  std::to_string(kb));
-    for (std::size_t d = 0; d < NB; ++d) {
-      std::size_t const x = d + BA >= NB ? as[d + BA - NB] : 1, y = d + BB >= NB ? bs[d + BB - NB] : 1;
-      if (x != y && x != 1 && y != 1)
-        throw std::invalid_argument("tessera::matmul: the batch dimensions of shapes " + detail::shape_string(as) +
-                                    " and " + detail::shape_string(bs) + " do not broadcast: result dimension " +
-                                    std::to_string(d) + " would have sizes " + std::to_string(x) + " and " +
-                                    std::to_string(y));
-      shape_[d] = x == 1 ? y : x;
-      bool const a_bcast = x == 1 && y != 1 && d + BA >= NB && !ta::spec[d + BA - NB].is_none();
-      bool const b_bcast = y == 1 && x != 1 && d + BB >= NB && !tb::spec[d + BB - NB].is_none();
-      if (a_bcast || b_bcast)
-        throw std::invalid_argument("tessera::matmul: batch dimension " + std::to_string(d) + " of an operand of shape " +
-                                    (a_bcast ? detail::shape_string(as) : detail::shape_string(bs)) +
-                                    " has size 1 and broadcasts, but it is sharded over mesh axes; replicate it");
-    }
-    std::size_t d = NB;
-    if constexpr (RA >= 2) shape_[d++] = as[RA - 2];
-    if constexpr (RB >= 2) shape_[d] = bs[RB - 1];
-    // Empty operands (a contracting size of 0) can have a product too large to count.
-    if (std::string const e = detail::size_error(shape_, sizeof(value_type)); !e.empty())
-      throw std::length_error("tessera::matmul: the product of shapes " + detail::shape_string(as) + " and " +
-                              detail::shape_string(bs) + " has shape " + detail::shape_string(shape_) + ", which " + e);
+    static constexpr auto a_sharded = detail::sharded_dims(ta::spec);
+    static constexpr auto b_sharded = detail::sharded_dims(tb::spec);
+    detail::matmul_shape(as, bs, a_sharded, b_sharded, shape_, sizeof(value_type));
   }
 
   /// The result's shape.

@@ -118,32 +118,34 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<
   shape_t<N> const shape = e.shape();
   shape_t<Q> const rs = eval_shape<Q>(shape);
   if constexpr (Queue) {
-    if (prelude == nullptr) {
-      // Queued when this thread may queue (asynchronous dispatch on, a pool of several devices
-      // in one process, a host thread), else run at once. The task owns a copy of the
-      // expression: its operands live until the pass has run.
-      return build_array_queued<T, N, S>(s, shape, "evaluate",
-                                         [e, rs](std::size_t pos, std::array<slice, N> const& block, T* out) {
-                                           auto const rb = eval_block<Q>(block);
-                                           auto cur = cursor_of<Q>(e, pos, rb, rs);
-                                           fill_block<T, Q>(cur, out, block_shape(rb));
-                                         });
-    }
+    // Queued when this thread may queue (asynchronous dispatch on, a pool of several devices
+    // in one process, a host thread), else run at once. The task owns a copy of the
+    // expression: its operands live until the pass has run. Only the synchronous branch below
+    // is compiled otherwise: a tree that reads no prelude value is never given a prelude, and
+    // compiling a pass that would never run costs every element-wise node (issue 31).
+    (void)prelude;
+    return build_array_queued<T, N, S>(s, shape, "evaluate",
+                                       [e, rs](std::size_t pos, std::array<slice, N> const& block, T* out) {
+                                         auto const rb = eval_block<Q>(block);
+                                         auto cur = cursor_of<Q>(e, pos, rb, rs);
+                                         fill_block<T, Q>(cur, out, block_shape(rb));
+                                       });
+  } else {
+    auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
+      if (prelude != nullptr) {
+        for (auto const& step : prelude->steps) step(pos);
+        if (out == nullptr) return;  // an empty block of the result: only the prelude's values to make
+      }
+      auto const rb = eval_block<Q>(block);
+      auto cur = [&] {
+        if constexpr (Partial) return e.template partial_cursor<Q>(pos, rb, rs);
+        else return cursor_of<Q>(e, pos, rb, rs);
+      }();
+      fill_block<T, Q>(cur, out, block_shape(rb));
+    };
+    if (prelude != nullptr) return build_array<T, N, S, true>(s, shape, "evaluate", fill);
+    return build_array<T, N, S>(s, shape, "evaluate", fill);
   }
-  auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
-    if (prelude != nullptr) {
-      for (auto const& step : prelude->steps) step(pos);
-      if (out == nullptr) return;  // an empty block of the result: only the prelude's values to make
-    }
-    auto const rb = eval_block<Q>(block);
-    auto cur = [&] {
-      if constexpr (Partial) return e.template partial_cursor<Q>(pos, rb, rs);
-      else return cursor_of<Q>(e, pos, rb, rs);
-    }();
-    fill_block<T, Q>(cur, out, block_shape(rb));
-  };
-  if (prelude != nullptr) return build_array<T, N, S, true>(s, shape, "evaluate", fill);
-  return build_array<T, N, S>(s, shape, "evaluate", fill);
 }
 
 template <class E>

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -91,6 +92,16 @@ struct unit_view_cursor {
   }
 };
 
+/// Checks that the dimensions of an operand of shape `s` that a unit view drops (`kept` false)
+/// have size 1 (plain values: compiled once, not once per view type).
+inline void check_squeezed(std::span<std::size_t const> s, std::span<bool const> kept, char const* what) {
+  for (std::size_t j = 0; j < s.size(); ++j)
+    if (!kept[j] && s[j] != 1)
+      throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(j) +
+                                  " of the operand of shape " + shape_string(s) + " has size " + std::to_string(s[j]) +
+                                  ", and only a dimension of size 1 can be squeezed");
+}
+
 /// The spec of a unit view: an inserted dimension is None, the others keep their operand's entry.
 template <auto Map, std::size_t N>
 constexpr std::array<dim_spec, Map.size()> unit_view_spec(std::array<dim_spec, N> const& in) {
@@ -118,12 +129,12 @@ class unit_view : public expression_tag {
 
   /// `what` names the operation in the error for a dropped dimension whose size is not 1.
   unit_view(A a, char const* what) : args_(std::move(a)) {
-    auto const s = detail::shape_of(operand());
-    for (std::size_t j = 0; j < in::rank; ++j)
-      if (!named(j) && s[j] != 1)
-        throw std::invalid_argument(std::string("tessera::") + what + ": dimension " + std::to_string(j) +
-                                    " of the operand of shape " + detail::shape_string(s) + " has size " +
-                                    std::to_string(s[j]) + ", and only a dimension of size 1 can be squeezed");
+    static constexpr auto kept = [] {
+      std::array<bool, in::rank> k{};
+      for (std::size_t j = 0; j < in::rank; ++j) k[j] = named(j);
+      return k;
+    }();
+    detail::check_squeezed(detail::shape_of(operand()), kept, what);
   }
 
   shape_t<rank> shape() const {
