@@ -435,13 +435,6 @@ void check_operand_mesh(M const& m, X const& x) {
   if constexpr (!is_scalar_operand<X>::value) check_same_mesh(m, *mesh_of(x), "expression");
 }
 
-/// m, or the mesh of x if m is still null and x is an array or expression.
-template <class M, class X>
-void take_first_mesh(M const*& m, X const& x) {
-  if constexpr (!is_scalar_operand<X>::value)
-    if (m == nullptr) m = mesh_of(x);
-}
-
 /// Writes an operand's sizes `xs` and whether each dimension is sharded (its spec `s`) at `at` in
 /// dims and sharded, and its entry for broadcast_operands into op.
 inline void describe_plain_operand(std::span<dim_spec const> s, std::size_t const* xs, bool number,
@@ -489,6 +482,14 @@ class elementwise : public expression_tag {
   using array_type = array<value_type, rank, sharding_type>;
   /// The mesh axes the values are still partial sums over: a linear operation keeps its
   /// operands' partial sums (JAX's `unreduced`), summed once, when the result is used.
+  /// The first operand that is not a number: the node's mesh is its mesh (found now, so that
+  /// mesh() is one call rather than a visit of every operand, in unoptimised builds too).
+  static constexpr std::size_t mesh_operand = [] {
+    constexpr bool number[] = {detail::is_scalar_operand<Args>::value...};
+    std::size_t i = 0;
+    while (number[i]) ++i;
+    return i;
+  }();
   static constexpr dim_spec unreduced = detail::canonical(detail::elementwise_unreduced<Op, Args...>());
   static constexpr bool partial_node = !unreduced.is_none();
 
@@ -517,11 +518,7 @@ class elementwise : public expression_tag {
   /// x.shape
   shape_t<rank> const& shape() const { return shape_; }
   /// The mesh of the operands.
-  mesh_type const& mesh() const {
-    mesh_type const* m = nullptr;
-    tessera::detail::apply([&](auto const&... a) { (detail::take_first_mesh(m, a), ...); }, args_);
-    return *m;
-  }
+  mesh_type const& mesh() const { return *detail::mesh_of(std::get<mesh_operand>(args_)); }
   /// The operands.
   std::tuple<Args...> const& operands() const { return args_; }
   /// The collectives evaluating the operands runs (and the sum of a partial result).

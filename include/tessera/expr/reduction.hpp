@@ -379,6 +379,33 @@ class reduction : public expression_tag {
   }
 
   array_type compute(bool all_reduce) const {
+    mesh_type const& m = mesh();
+    sharding_type const s(m);
+    // Mesh axes of the sharded reduced dimensions: the all-reduce runs over them.
+    std::vector<std::size_t> red_axes;
+    if (all_reduce)
+      for (std::size_t k : axes)
+        for (std::size_t a = 0; a < in::spec[k].count(); ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axis(a)));
+    auto pool = detail::pool_for(s, "reduction");
+    if constexpr (!detail::reads_prelude_values<A>()) {
+      // Each device's reduction of its block, then the sum over the reduced axes (sum_partials),
+      // queued where this thread may queue (asynchronous dispatch; the small sums are queued
+      // too), and otherwise run at once by the same code, so both modes give the same bits and
+      // only this path is compiled (issue 31's compile time). Across processes a failure of this
+      // process's part ends the job: the others would wait for it in the sum's exchange.
+      bool const sum = !red_axes.empty();
+      if (sum && pool->spans_processes(std::span<int const>(m.device_ids())))
+        return detail::ending_job_on_failure(*pool, true, "reduction", [&] { return compute_queued(true); });
+      return compute_queued(sum);
+    } else {
+      return compute_in_one_pass(std::move(red_axes), std::move(pool));
+    }
+  }
+
+  /// compute's synchronous pass, for an operand that reads autodiff's deferred values (computed
+  /// at the start of the pass): each device reduces its block, then the all-reduce over the
+  /// sharded reduced dimensions' axes `red_axes` within the same pass.
+  array_type compute_in_one_pass(std::vector<std::size_t> red_axes, std::shared_ptr<detail::device_pool> pool) const {
     using V = value_type;
     constexpr std::size_t N = in::rank;
     constexpr std::size_t Q = N == 0 ? 1 : N;
@@ -387,18 +414,6 @@ class reduction : public expression_tag {
     sharding_type const s(m);
     shape_t<N> const in_shape = detail::shape_of(a_);
     shape_t<rank> const out_shape = shape();
-    // Mesh axes of the sharded reduced dimensions: the all-reduce runs over them.
-    std::vector<std::size_t> red_axes;
-    if (all_reduce)
-      for (std::size_t k : axes)
-        for (std::size_t a = 0; a < in::spec[k].count(); ++a) red_axes.push_back(*mesh_type::index_of(in::spec[k].axis(a)));
-    auto pool = detail::pool_for(s, "reduction");
-    if constexpr (!detail::reads_prelude_values<A>()) {
-      // Asynchronous dispatch: each device's reduction of its block is queued, and so is the sum
-      // over the reduced axes where every result block is small (sum_partials' queued_sum); a
-      // larger one waits here for the queued blocks and sums them as below.
-      if (pool->queues_here()) return compute_queued(!red_axes.empty());
-    }
     if (!red_axes.empty() && pool->spans_processes(std::span<int const>(m.device_ids()))) {
       // Across processes: each device reduces its own block, then the partial results are
       // combined over the processes (an exchange of the regions each one needs). A failure of
