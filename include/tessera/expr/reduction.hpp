@@ -312,9 +312,10 @@ class reduction : public expression_tag {
 
   using in_sharding_type = named_sharding<mesh_type, detail::spec_type_t<in::spec>>;
 
-  /// The queued form of compute: the local reductions, then (`sum`) their combination over
-  /// `reduced_axes` by sum_partials, in device order as the all-reduce combines them; a mean
-  /// divides after that sum, as the synchronous path does, so both give the same bits.
+  /// compute for an operand without deferred values: the local reductions, then (`sum`) their
+  /// combination over `reduced_axes` by sum_partials, in device order as the all-reduce
+  /// combines them; a mean divides after that sum, as compute_in_one_pass does, so both give
+  /// the same bits. Each step is queued where the calling thread may queue, else run at once.
   array_type compute_queued(bool sum) const {
     using V = value_type;
     constexpr std::size_t N = in::rank;
