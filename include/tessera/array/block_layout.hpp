@@ -9,6 +9,7 @@
 
 #include "tessera/array/array.hpp"
 #include "tessera/array/shape.hpp"
+#include "tessera/core/sharding_layout.hpp"
 #include "tessera/core/slice.hpp"
 
 namespace tessera::detail {
@@ -21,18 +22,21 @@ struct block_layout {
   std::vector<int> replica;
 };
 
+/// The layout of shape `shape` under the sharding `v` describes (compiled once per rank).
+template <std::size_t N>
+block_layout<N> layout_of_view(sharding_layout_view const& v, shape_t<N> const& shape) {
+  block_layout<N> l;
+  l.ids = *v.ids;
+  l.blocks = view_blocks<N>(v, shape);
+  l.replica.reserve(l.ids.size());
+  for (std::size_t p = 0; p < l.ids.size(); ++p) l.replica.push_back(view_replica_id(v, p));
+  return l;
+}
+
 /// The layout of shape `shape` under sharding s.
 template <std::size_t N, class S>
 block_layout<N> layout_of(S const& s, shape_t<N> const& shape) {
-  block_layout<N> l;
-  l.ids = s.device_ids();
-  l.blocks.reserve(l.ids.size());
-  l.replica.reserve(l.ids.size());
-  for (std::size_t p = 0; p < l.ids.size(); ++p) {
-    l.blocks.push_back(s.block(p, shape));
-    l.replica.push_back(s.replica_id(p));
-  }
-  return l;
+  return layout_of_view<N>(s.layout_view(), shape);
 }
 
 /// The blocks of array x in this process, by position (null for other processes' devices).

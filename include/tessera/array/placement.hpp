@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/array/array.hpp"
+#include "tessera/core/sharding_layout.hpp"
 #include "tessera/detail/erased_call.hpp"
 #include "tessera/detail/linkage.hpp"
 #include "tessera/runtime/runtime.hpp"
@@ -72,12 +73,15 @@ void check_argument_runtime(A const& x, S const& s, char const* where, std::size
 }
 
 /// The part of build_array that runs on the devices, compiled once per element type and rank:
-/// each listed device of this process allocates its block (`blocks[p]`, p its position, into
-/// `buffers[p]`) and fills it with `fill(ctx, p, block, out)`; empty blocks only if fill_empty.
+/// each device of this process in the layout `v` allocates its block of `shape` (p its
+/// position, into `buffers[p]`) and fills it with `fill(ctx, p, block, out)`; empty blocks only
+/// if fill_empty.
 template <class T, std::size_t N>
-void fill_blocks(device_pool& pool, std::vector<int> const& ids, std::vector<std::array<slice, N>> const& blocks,
+void fill_blocks(device_pool& pool, sharding_layout_view const& v, shape_t<N> const& shape,
                  std::vector<device_buffer<T>>& buffers, char const* where, bool fill_empty,
                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
+  std::vector<int> const& ids = *v.ids;
+  std::vector<std::array<slice, N>> const blocks = view_blocks<N>(v, shape);
   std::vector<int> pos_of(static_cast<std::size_t>(pool.global_size()), -1);  // this process's blocks only: run skips the others
   for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
   trace_label const label = tracing() ? this_trace_label : trace_label{};
@@ -95,20 +99,26 @@ void fill_blocks(device_pool& pool, std::vector<int> const& ids, std::vector<std
   });
 }
 
-/// build_array's body, compiled once per (T, N, S, FillEmpty) rather than once per fill
-/// (programs make hundreds of fills; issue 14), and small: the blocks, then fill_blocks.
-template <class T, std::size_t N, class S, bool FillEmpty>
-array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where,
-                                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
-  // Every array is made here: no shape whose element or byte count wraps gets blocks.
+/// A new array's storage on sharding s's pool (`pool` when the caller has it), one empty
+/// buffer per device. Every array is made here: no shape whose element or byte count wraps
+/// gets blocks.
+template <class T, std::size_t N, class S>
+std::shared_ptr<array_storage<T, N, S>> new_storage(S const& s, shape_t<N> const& shape, char const* where,
+                                                    std::shared_ptr<device_pool> pool = nullptr) {
   (void)checked_element_count<T>(shape, where);
-  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, where), {}});
-  std::size_t const n = s.num_devices();
-  st->buffers.resize(n);
-  std::vector<std::array<slice, N>> blocks;
-  blocks.reserve(n);
-  for (std::size_t p = 0; p < n; ++p) blocks.push_back(s.block(p, shape));
-  fill_blocks<T, N>(*st->pool, s.device_ids(), blocks, st->buffers, where, FillEmpty, fill, ctx);
+  if (!pool) pool = pool_for(s, where);
+  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, std::move(pool), {}});
+  st->buffers.resize(s.num_devices());
+  return st;
+}
+
+/// build_array's body, compiled once per (T, N, S) rather than once per fill (programs make
+/// hundreds of fills; issue 14), and small: the storage, then fill_blocks.
+template <class T, std::size_t N, class S>
+array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where, bool fill_empty,
+                                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
+  auto st = new_storage<T, N, S>(s, shape, where);
+  fill_blocks<T, N>(*st->pool, s.layout_view(), shape, st->buffers, where, fill_empty, fill, ctx);
   return array<T, N, S>(std::move(st));
 }
 
@@ -117,8 +127,8 @@ array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char cons
 /// Empty blocks are filled only when FillEmpty (out is then null).
 template <class T, std::size_t N, class S, bool FillEmpty = false, class Fill>
 array<T, N, S> build_array(S const& s, shape_t<N> const& shape, char const* where, Fill&& fill) {
-  return build_array_erased<T, N, S, FillEmpty>(
-      s, shape, where, &call_erased<std::remove_reference_t<Fill>, std::size_t, std::array<slice, N> const&, T*>,
+  return build_array_erased<T, N, S>(
+      s, shape, where, FillEmpty, &call_erased<std::remove_reference_t<Fill>, std::size_t, std::array<slice, N> const&, T*>,
       erased_context(fill));
 }
 

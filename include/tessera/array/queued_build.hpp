@@ -17,8 +17,8 @@
 
 namespace tessera::detail {
 
-/// A queued fill, type-erased: build_array_queued's body is compiled once per (T, N, S,
-/// FillEmpty), not once per fill (a program makes hundreds of fills: issue 31's compile time).
+/// A queued fill, type-erased: build_array_queued's body is compiled once per (T, N, S), not
+/// once per fill (a program makes hundreds of fills: issue 31's compile time).
 template <class T, std::size_t N>
 struct queued_fill {
   virtual ~queued_fill() = default;
@@ -31,15 +31,15 @@ struct queued_fill_of final : queued_fill<T, N> {
   Fill fill;
 };
 
-/// The queued part of build_array_queued: each device's block of `blocks` (device ids `ids`, in
-/// the sharding's order) is filled into a new buffer stored at `buffers`, which `keep` (the
-/// array's storage) owns. Compiled once per (T, N, FillEmpty), not once per sharding: a
-/// program has dozens of shardings (issue 31's compile time).
-template <class T, std::size_t N, bool FillEmpty>
-std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, std::span<int const> ids,
-                                                  std::vector<std::array<slice, N>> blocks,
+/// The queued part of build_array_queued: each device's block of `shape` in the layout `v` is
+/// filled into a new buffer stored at `buffers`, which `keep` (the array's storage) owns; empty
+/// blocks only if fill_empty. Compiled once per (T, N), not once per sharding: a program has
+/// dozens of shardings (issue 31's compile time).
+template <class T, std::size_t N>
+std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, sharding_layout_view const& v, shape_t<N> const& shape,
                                                   std::vector<device_buffer<T>>* buffers, std::shared_ptr<void> keep,
-                                                  char const* where, std::shared_ptr<queued_fill<T, N>> fill) {
+                                                  char const* where, bool fill_empty,
+                                                  std::shared_ptr<queued_fill<T, N>> fill) {
   struct task {
     std::shared_ptr<queued_fill<T, N>> fill;
     std::shared_ptr<void> keep;
@@ -49,6 +49,7 @@ std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, std::span<i
     std::vector<int> pos_of;
     trace_label label;
     char const* where;
+    bool fill_empty;
     void operator()(int d) {
       std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
       auto const& block = blocks[p];
@@ -56,35 +57,34 @@ std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, std::span<i
       trace_span span(label.category ? label.category : "evaluate", label.category ? label.name.c_str() : where,
                       buf.size() * sizeof(T));
       if (span.active() && !label.detail.empty()) span.detail(label.detail);
-      if (FillEmpty || buf.size() != 0) (*fill)(p, block, buf.data());
+      if (fill_empty || buf.size() != 0) (*fill)(p, block, buf.data());
       (*buffers)[p] = std::move(buf);
     }
   };
-  auto t = std::make_shared<task>(task{std::move(fill), std::move(keep), buffers, &pool, std::move(blocks),
+  std::vector<int> const& ids = *v.ids;
+  auto t = std::make_shared<task>(task{std::move(fill), std::move(keep), buffers, &pool, view_blocks<N>(v, shape),
                                        std::vector<int>(static_cast<std::size_t>(pool.global_size()), -1),
-                                       tracing() ? this_trace_label : trace_label{}, where});
+                                       tracing() ? this_trace_label : trace_label{}, where, fill_empty});
   for (std::size_t p = 0; p < ids.size(); ++p) t->pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
-  return pool.enqueue(ids, where, std::move(t));
+  return pool.enqueue(std::span<int const>(ids), where, std::move(t));
+}
+
+/// An erased fill called through build_array_erased's function pointer (once per (T, N)).
+template <class T, std::size_t N>
+void call_queued_fill(void* fill, std::size_t pos, std::array<slice, N> const& block, T* out) {
+  (*static_cast<queued_fill<T, N>*>(fill))(pos, block, out);
 }
 
 /// build_array_queued's body, on an erased fill.
-template <class T, std::size_t N, class S, bool FillEmpty>
-array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, char const* where,
+template <class T, std::size_t N, class S>
+array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, char const* where, bool fill_empty,
                                          std::shared_ptr<queued_fill<T, N>> fill) {
   auto pool = pool_for(s, where);
   if (!pool->queues_here())
-    return build_array<T, N, S, FillEmpty>(
-        s, shape, where, [&fill](std::size_t p, std::array<slice, N> const& block, T* out) { (*fill)(p, block, out); });
-  (void)checked_element_count<T>(shape, where);
-  auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool, {}});
-  std::size_t const n = s.num_devices();
-  st->buffers.resize(n);
-  std::vector<std::array<slice, N>> blocks;
-  blocks.reserve(n);
-  for (std::size_t p = 0; p < n; ++p) blocks.push_back(s.block(p, shape));
+    return build_array_erased<T, N, S>(s, shape, where, fill_empty, &call_queued_fill<T, N>, fill.get());
+  auto st = new_storage<T, N, S>(s, shape, where, pool);
   auto* buffers = &st->buffers;
-  auto done = enqueue_fill<T, N, FillEmpty>(*pool, std::span<int const>(s.device_ids()), std::move(blocks), buffers, st,
-                                            where, std::move(fill));
+  auto done = enqueue_fill<T, N>(*pool, s.layout_view(), shape, buffers, st, where, fill_empty, std::move(fill));
   return array<T, N, S>(std::move(st), std::move(done));
 }
 
@@ -98,7 +98,7 @@ array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char cons
   // Owned through the base class: the shared_ptr's control block is then one type per (T, N),
   // not one per fill (make_shared's would be some thirty functions per fill).
   std::shared_ptr<queued_fill<T, N>> erased(static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, Fill>(std::move(fill))));
-  return build_array_queued_erased<T, N, S, FillEmpty>(s, shape, where, std::move(erased));
+  return build_array_queued_erased<T, N, S>(s, shape, where, FillEmpty, std::move(erased));
 }
 
 }  // namespace tessera::detail

@@ -515,55 +515,74 @@ void summing_partials(Mesh const& m, F&& f) {
                         std::forward<F>(f));
 }
 
-/// The array laid out by `to` whose values are those of `p`'s blocks combined by `op` over the
-/// mesh axes `unreduced` (p's block on a device is that device's partial value of its block).
-/// Both shardings are on one mesh.
-template <class T, std::size_t N, class S1, class S2>
-array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced, S2 const& to, reduce_op op) {
-  using Mesh = typename S1::mesh_type;
-  S1 const& from = p.sharding();
-  Mesh const& m = from.mesh();
-  if (!(m == to.mesh()))
-    throw std::invalid_argument("tessera: a partial result on mesh " + [&] {
-      std::ostringstream os;
-      os << m << " cannot be summed onto mesh " << to.mesh();
-      return os.str();
-    }());
-  auto const shape = p.shape();
-  // The collectives it is, for a live collective_counter or trace only.
-  std::vector<collective_event> events;
-  if (counting() || tracing()) events = reshard_events<T, N>(shape, from, unreduced, to);
-  record_collectives(events);
-  trace_as const label = trace_collectives(events, "sum of partial results");
-  // Devices sum together when they agree on every axis that neither shards the partial blocks
-  // nor is summed over: number those rows.
+/// Refuses a sum of partial results onto another mesh (one function per mesh type, cold).
+template <class Mesh>
+void check_sum_mesh(Mesh const& from, Mesh const& to) {
+  if (from == to) return;
+  std::ostringstream os;
+  os << "tessera: a partial result on mesh " << from << " cannot be summed onto mesh " << to;
+  throw std::invalid_argument(os.str());
+}
+
+/// The rows of devices that sum together: devices agree on every mesh axis that neither
+/// shards the partial blocks (`dims`, the partial sharding's spec) nor is summed over
+/// (`unreduced`). Compiled once per mesh type.
+template <class Mesh>
+std::vector<std::size_t> summing_rows(Mesh const& m, std::span<dim_spec const> dims, dim_spec const& unreduced) {
   std::size_t const n = m.num_devices();
   std::vector<std::size_t> row(n, 0);
   for (std::size_t a = 0; a < Mesh::rank; ++a) {
     bool used = unreduced.uses(Mesh::axes[a].name);
-    for (auto const& d : S1::spec_dims) used = used || d.uses(Mesh::axes[a].name);
+    for (auto const& d : dims) used = used || d.uses(Mesh::axes[a].name);
     if (used) continue;
     for (std::size_t q = 0; q < n; ++q)
       row[q] = row[q] * static_cast<std::size_t>(m.size(a)) + static_cast<std::size_t>(m.coordinate(q, a));
   }
-  device_pool& pool = *p.pool();
+  return row;
+}
+
+/// The addresses of a partial array's blocks in this process, taken when called (a named type:
+/// one per partial array type, not one per sum_partials instantiation).
+template <class T, std::size_t N, class S1>
+struct partial_block_data {
+  array<T, N, S1> p;
+  std::vector<T const*> operator()() const { return local_block_data(p); }
+};
+
+/// A queued sum's fill of one target block (one type per (T, N)).
+template <class T, std::size_t N>
+struct queued_sum_fill {
+  std::shared_ptr<queued_sum<T, N>> sum;
+  void operator()(std::size_t pos, std::array<slice, N> const& tb, T* o) const { sum->fill(pos, tb, o); }
+};
+
+/// A synchronous sum's fill of one target block (one type per (T, N)).
+template <class T, std::size_t N>
+struct partial_sum_fill {
+  partial_sum<T, N>* sum;
+  void operator()(std::size_t pos, std::array<slice, N> const& tb, T* o) const { sum->fill(pos, tb, o); }
+};
+
+/// sum_partials' body, compiled once per (T, N, S2) rather than once per pair of shardings:
+/// the partial blocks as plain values (`from` their layout, `row` each position's row of
+/// devices that sum together, `data` their addresses, `across` whether their devices span
+/// processes).
+template <class T, std::size_t N, class S2>
+array<T, N, S2> sum_partials_into(device_pool& pool, shape_t<N> const& shape, block_layout<N> from,
+                                  std::vector<std::size_t> row, bool across,
+                                  detail::unique_function<std::vector<T const*>()> data, dim_spec const& unreduced,
+                                  S2 const& to, reduce_op op) {
   if (queued_sum<T, N>::fits(pool, to, shape)) {
     // Queued (asynchronous dispatch): the devices read the partial blocks when they run, after
     // the work that writes them (queued before); the first one to run takes their addresses.
-    auto st = std::make_shared<queued_sum<T, N>>(pool, shape, layout_of(from, shape), layout_of(to, shape),
-                                                 std::move(row), unreduced, op,
-                                                 detail::unique_function<std::vector<T const*>()>(
-                                                     [p] { return local_block_data(p); }));
-    return build_array_queued<T, N, S2>(to, shape, "sum of partial results",
-                                        [st](std::size_t pos, std::array<slice, N> const& tb, T* o) { st->fill(pos, tb, o); });
+    auto st = std::make_shared<queued_sum<T, N>>(pool, shape, std::move(from), layout_of(to, shape), std::move(row),
+                                                 unreduced, op, std::move(data));
+    return build_array_queued<T, N, S2>(to, shape, "sum of partial results", queued_sum_fill<T, N>{std::move(st)});
   }
-  return ending_job_on_failure(pool, pool.spans_processes(std::span<int const>(from.device_ids())),
-                               "sum of partial results", [&] {
-    partial_sum<T, N> sum(pool, shape, layout_of(from, shape), layout_of(to, shape), std::move(row),
-                          local_block_data(p), unreduced, op);
+  return ending_job_on_failure(pool, across, "sum of partial results", [&] {
+    partial_sum<T, N> sum(pool, shape, std::move(from), layout_of(to, shape), std::move(row), data(), unreduced, op);
     sum.plan_shared();
-    auto out = build_array<T, N, S2>(to, shape, "sum of partial results",
-                                     [&sum](std::size_t pos, std::array<slice, N> const& tb, T* o) { sum.fill(pos, tb, o); });
+    auto out = build_array<T, N, S2>(to, shape, "sum of partial results", partial_sum_fill<T, N>{&sum});
     if (!sum.shared.empty()) {
       // out is new and this process's alone: each device completes its block from its peers'.
       std::vector<T*> dst_data(to.device_ids().size(), nullptr);
@@ -579,6 +598,26 @@ array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced
     }
     return out;
   });
+}
+
+/// The array laid out by `to` whose values are those of `p`'s blocks combined by `op` over the
+/// mesh axes `unreduced` (p's block on a device is that device's partial value of its block).
+/// Both shardings are on one mesh.
+template <class T, std::size_t N, class S1, class S2>
+array<T, N, S2> sum_partials(array<T, N, S1> const& p, dim_spec const& unreduced, S2 const& to, reduce_op op) {
+  S1 const& from = p.sharding();
+  check_sum_mesh(from.mesh(), to.mesh());
+  auto const shape = p.shape();
+  // The collectives it is, for a live collective_counter or trace only.
+  std::vector<collective_event> events;
+  if (counting() || tracing()) events = reshard_events<T, N>(shape, from, unreduced, to);
+  record_collectives(events);
+  trace_as const label = trace_collectives(events, "sum of partial results");
+  device_pool& pool = *p.pool();
+  return sum_partials_into<T, N, S2>(pool, shape, layout_of(from, shape),
+                                     summing_rows(from.mesh(), std::span<dim_spec const>(S1::spec_dims), unreduced),
+                                     pool.spans_processes(std::span<int const>(from.device_ids())),
+                                     partial_block_data<T, N, S1>{p}, unreduced, to, op);
 }
 
 }  // namespace tessera::detail

@@ -612,26 +612,44 @@ detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>>
   };
 }
 
+/// A node of value type A on tape t, its cotangent cleared when the tape is reset. Compiled
+/// once per A, not once per recorded operation (issue 31: compile time).
+template <class A>
+std::shared_ptr<node<A>> new_node(std::shared_ptr<tape> const& t, typename A::sharding_type s,
+                                  shape_t<A::rank> const& shape) {
+  auto n = std::make_shared<node<A>>(t, std::move(s), shape);
+  t->on_reset([w = std::weak_ptr<node<A>>(n)] {
+    if (auto p = w.lock()) p->ct.clear();
+  });
+  return n;
+}
+
+/// y() of a backward rule: the node's forward value, computed when the rule first asks for it.
+/// One type per A (a lambda in record would be one per operation, and so would every rule
+/// instantiated with it).
+template <class A>
+struct primal_reader {
+  node<A>* n;
+  A const& operator()() const { return n->primal(); }
+};
+
 /// The tracer of an operation's result: `e` is the forward expression on the operands'
 /// primals, `backward(g, y)` adds the operands' contributions for the result's cotangent g (an
 /// array of the result's type; y gives the forward value when a rule needs it).
 template <class E, class Backward>
 auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
   using A = decltype(tessera::eval(e));
-  auto n = std::make_shared<node<A>>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
+  auto n = new_node<A>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
   if constexpr (is_array<E>::value) {
     n->value.emplace(std::move(e));
   } else {
     if constexpr (in_prelude<E, A>) n->schedule = prelude_step<A>(std::weak_ptr<node<A>>(n), e);
     n->make = [e = std::move(e)] { return as_array<A>(e); };
   }
-  t->on_reset([w = std::weak_ptr<node<A>>(n)] {
-    if (auto p = w.lock()) p->ct.clear();
-  });
   t->record([n, backward = std::move(backward)] {
     std::optional<A> g = n->ct.take();
     if (!g) return;  // nothing depends on this value
-    backward(*g, [&]() -> A const& { return n->primal(); });
+    backward(*g, primal_reader<A>{n.get()});
   });
   return tracer<A>(std::move(n));
 }
@@ -639,11 +657,8 @@ auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
 /// A leaf of the traced program: one of the arguments grad differentiates.
 template <class A>
 tracer<A> leaf(std::shared_ptr<tape> const& t, A const& value) {
-  auto n = std::make_shared<node<A>>(t, value.sharding(), value.shape());
+  auto n = new_node<A>(t, value.sharding(), value.shape());
   n->value.emplace(value);
-  t->on_reset([w = std::weak_ptr<node<A>>(n)] {
-    if (auto p = w.lock()) p->ct.clear();
-  });
   return tracer<A>(std::move(n));
 }
 

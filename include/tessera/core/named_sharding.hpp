@@ -13,6 +13,7 @@
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/mesh.hpp"
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/core/sharding_layout.hpp"
 #include "tessera/core/slice.hpp"
 
 namespace tessera {
@@ -64,10 +65,7 @@ class named_sharding {
   /// Each spec entry's mesh axes as indices into the mesh, major to minor: found once per type,
   /// not by reading the entry's text on every block a device computes. (An axis the mesh lacks
   /// reads as 0 here; such a spec is refused at compile time with its own message.)
-  struct entry_axes_t {
-    std::array<std::size_t, dim_spec::max_axes> axis{};
-    std::size_t count = 0;
-  };
+  using entry_axes_t = detail::spec_entry_axes;
   static constexpr std::array<entry_axes_t, Spec::size> entry_axes = [] {
     std::array<entry_axes_t, Spec::size> out{};
     for (std::size_t i = 0; i < Spec::size; ++i) {
@@ -92,29 +90,16 @@ class named_sharding {
   std::size_t num_devices() const { return mesh_.num_devices(); }
 
   /// How many blocks dimension `dim` is cut into: the product of its axes' sizes.
-  std::size_t num_shards(std::size_t dim) const {
-    if (dim >= Spec::size) return 1;
-    auto const& e = entry_axes[dim];
-    std::size_t k = 1;
-    for (std::size_t a = 0; a < e.count; ++a) k *= static_cast<std::size_t>(mesh_.size(e.axis[a]));
-    return k;
-  }
+  std::size_t num_shards(std::size_t dim) const { return detail::view_num_shards(layout_view(), dim); }
   /// Which block along `dim` the device at mesh position `pos` holds (axes major to minor).
   std::size_t shard_index(std::size_t pos, std::size_t dim) const {
-    if (dim >= Spec::size) return 0;
-    auto const& e = entry_axes[dim];
-    std::size_t idx = 0;
-    for (std::size_t a = 0; a < e.count; ++a) {
-      std::size_t const ax = e.axis[a];
-      idx = idx * static_cast<std::size_t>(mesh_.size(ax)) + static_cast<std::size_t>(mesh_.coordinate(pos, ax));
-    }
-    return idx;
+    return detail::view_shard_index(layout_view(), pos, dim);
   }
   /// The block (one slice per dimension) held by the device at mesh position `pos`.
   template <std::size_t N>
   std::array<slice, N> block(std::size_t pos, std::array<std::size_t, N> const& shape) const {
     std::array<slice, N> out{};
-    for (std::size_t i = 0; i < N; ++i) out[i] = block_range(shape[i], num_shards(i), shard_index(pos, i));
+    detail::view_block(layout_view(), pos, shape.data(), N, out.data());
     return out;
   }
   /// sharding.shard_shape(global_shape): the largest block (all blocks when the shape divides evenly).
@@ -125,13 +110,11 @@ class named_sharding {
     return out;
   }
   /// Replica id of the device at `pos`: its row-major index over the mesh axes the spec does not use.
-  int replica_id(std::size_t pos) const {
-    int id = 0;
-    for (std::size_t ax = 0; ax < Mesh::rank; ++ax) {
-      if (uses_axis(Mesh::axes[ax].name)) continue;
-      id = id * mesh_.size(ax) + mesh_.coordinate(pos, ax);
-    }
-    return id;
+  int replica_id(std::size_t pos) const { return detail::view_replica_id(layout_view(), pos); }
+  /// The layout as plain values (tessera's own, no JAX name): what code compiled once for every
+  /// sharding type reads (core/sharding_layout.hpp).
+  detail::sharding_layout_view layout_view() const {
+    return {std::span<int const>(mesh_.sizes()), std::span<detail::spec_entry_axes const>(entry_axes), &mesh_.device_ids()};
   }
   /// Whether the spec shards anything over `axis`.
   static constexpr bool uses_axis(axis_name const& axis) {

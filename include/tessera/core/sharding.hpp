@@ -22,6 +22,7 @@ concept sharding = requires(S const& s, std::array<std::size_t, 2> shape) {
   { s.num_shards(std::size_t{}) } -> std::convertible_to<std::size_t>;
   { s.shard_index(std::size_t{}, std::size_t{}) } -> std::convertible_to<std::size_t>;
   { s.is_fully_replicated() } -> std::convertible_to<bool>;
+  { s.layout_view() } -> std::same_as<detail::sharding_layout_view>;
 };
 
 }  // namespace tessera

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/core/partition_spec.hpp"
+#include "tessera/core/sharding_layout.hpp"
 #include "tessera/core/slice.hpp"
 
 namespace tessera {
@@ -39,6 +40,8 @@ class single_device_sharding {
   template <std::size_t N>
   std::array<std::size_t, N> shard_shape(std::array<std::size_t, N> const& shape) const { return shape; }
   int replica_id(std::size_t) const { return 0; }
+  /// The layout as plain values (tessera's own, no JAX name): no mesh axes, one device.
+  detail::sharding_layout_view layout_view() const { return {{}, {}, &ids_}; }
   bool is_fully_replicated() const { return true; }
   template <std::size_t N>
   std::map<int, std::array<slice, N>> devices_indices_map(std::array<std::size_t, N> const& shape) const {
