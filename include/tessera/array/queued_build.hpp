@@ -27,6 +27,9 @@ struct queued_fill {
 template <class T, std::size_t N, class Fill>
 struct queued_fill_of final : queued_fill<T, N> {
   explicit queued_fill_of(Fill f) : fill(std::move(f)) {}
+  /// The fill made in place from `a` (its members): no move of it, and of what it owns, to inline.
+  template <class... Args>
+  explicit queued_fill_of(std::in_place_t, Args&&... a) : fill{std::forward<Args>(a)...} {}
   void operator()(std::size_t pos, std::array<slice, N> const& block, T* out) override { fill(pos, block, out); }
   Fill fill;
 };
@@ -86,6 +89,14 @@ array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, ch
   auto* buffers = &st->buffers;
   auto done = enqueue_fill<T, N>(*pool, s.layout_view(), shape, buffers, st, where, fill_empty, std::move(fill));
   return array<T, N, S>(std::move(st), std::move(done));
+}
+
+/// build_array_queued_erased on the sharding of type S over mesh m, made here: the callers (one
+/// per expression type) then hold no copy of the mesh to make and destroy.
+template <class T, std::size_t N, class S>
+array<T, N, S> build_array_queued_on(typename S::mesh_type const& m, shape_t<N> const& shape, char const* where,
+                                     bool fill_empty, std::shared_ptr<queued_fill<T, N>> fill) {
+  return build_array_queued_erased<T, N, S>(S(m), shape, where, fill_empty, std::move(fill));
 }
 
 /// Builds an array whose block on each device is written by `fill(pos, block, out)` on that

@@ -75,11 +75,17 @@ A placeholder(typename A::sharding_type const& s, shape_t<A::rank> const& shape)
   return A(std::make_shared<array_storage<T, A::rank, S>>(array_storage<T, A::rank, S>{s, shape, pool_for(s, "explain"), {}}));
 }
 
+/// placeholder on the sharding of A's type over mesh m, made here (once per A, not in each caller).
+template <class A>
+A placeholder_on(typename A::sharding_type::mesh_type const& m, shape_t<A::rank> const& shape) {
+  return placeholder<A>(typename A::sharding_type(m), shape);
+}
+
 /// The collectives of evaluating x, then its placeholder (planning).
 template <class A, class X>
 A planned(X const& x) {
   plan_of(x, *planning);
-  return placeholder<A>(typename A::sharding_type(*mesh_of(x)), shape_of(x));
+  return placeholder_on<A>(*mesh_of(x), shape_of(x));
 }
 
 /// tessera::eval, or its plan and a placeholder while planning.
@@ -624,6 +630,13 @@ std::shared_ptr<node<A>> new_node(std::shared_ptr<tape> const& t, typename A::sh
   return n;
 }
 
+/// new_node on the sharding of A's type over mesh m, made here (once per A, not per operation).
+template <class A>
+std::shared_ptr<node<A>> new_node_on(std::shared_ptr<tape> const& t, typename A::sharding_type::mesh_type const& m,
+                                     shape_t<A::rank> const& shape) {
+  return new_node<A>(t, typename A::sharding_type(m), shape);
+}
+
 /// y() of a backward rule: the node's forward value, computed when the rule first asks for it.
 /// One type per A (a lambda in record would be one per operation, and so would every rule
 /// instantiated with it).
@@ -639,7 +652,7 @@ struct primal_reader {
 template <class E, class Backward>
 auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
   using A = decltype(tessera::eval(e));
-  auto n = new_node<A>(t, typename A::sharding_type(*mesh_of(e)), shape_of(e));
+  auto n = new_node_on<A>(t, *mesh_of(e), shape_of(e));
   if constexpr (is_array<E>::value) {
     n->value.emplace(std::move(e));
   } else {

@@ -101,6 +101,19 @@ constexpr bool reads_prelude_values() {
   }
 }
 
+/// A queued pass's fill: one device's block of E's result (`rs` its shape, made rank 1 or more).
+template <class E, class T, std::size_t N>
+struct expression_fill {
+  static constexpr std::size_t Q = N == 0 ? 1 : N;
+  E e;
+  shape_t<Q> rs;
+  void operator()(std::size_t pos, std::array<slice, N> const& block, T* out) const {
+    auto const rb = eval_block<Q>(block);
+    auto cur = cursor_of<Q>(e, pos, rb, rs);
+    fill_block<T, Q>(cur, out, block_shape(rb));
+  }
+};
+
 /// One fused pass per device over its block of E's result, reading the cursor `Partial` picks
 /// (the node's partial values, or its summed ones), after the prelude's steps if there is one.
 /// (The result type is named: deducing it would copy E, below, while array's constructor from
@@ -114,7 +127,6 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<
   using S = typename A::sharding_type;
   constexpr std::size_t N = A::rank;
   constexpr std::size_t Q = N == 0 ? 1 : N;
-  S const s(e.mesh());
   shape_t<N> const shape = e.shape();
   shape_t<Q> const rs = eval_shape<Q>(shape);
   if constexpr (Queue) {
@@ -123,14 +135,14 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<
     // expression: its operands live until the pass has run. Only the synchronous branch below
     // is compiled otherwise: a tree that reads no prelude value is never given a prelude, and
     // compiling a pass that would never run costs every element-wise node (issue 31).
+    // The queued fill holds the copy of the expression, made in place (not a lambda moved in
+    // through build_array_queued: one function, and one copy of E's moves, less per node).
     (void)prelude;
-    return build_array_queued<T, N, S>(s, shape, "evaluate",
-                                       [e, rs](std::size_t pos, std::array<slice, N> const& block, T* out) {
-                                         auto const rb = eval_block<Q>(block);
-                                         auto cur = cursor_of<Q>(e, pos, rb, rs);
-                                         fill_block<T, Q>(cur, out, block_shape(rb));
-                                       });
+    std::shared_ptr<queued_fill<T, N>> fill(
+        static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, expression_fill<E, T, N>>(std::in_place, e, rs)));
+    return build_array_queued_on<T, N, S>(e.mesh(), shape, "evaluate", false, std::move(fill));
   } else {
+    S const s(e.mesh());
     auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
       if (prelude != nullptr) {
         for (auto const& step : prelude->steps) step(pos);

@@ -77,6 +77,31 @@ struct reduction_pass {
   void* ctx = nullptr;
 };
 
+/// A reduction_pass's layout part, from the operand's layout `in` (shape `in_shape`, `n` its
+/// rank) and the result's `out` (shape `out_shape`): compiled once per (V, Q), not per node.
+template <class V, std::size_t Q>
+void describe_reduction_pass(reduction_pass<V, Q>& rp, sharding_layout_view const& in, std::size_t const* in_shape,
+                             std::size_t n, sharding_layout_view const& out, std::span<std::size_t const> out_shape,
+                             int global_size) {
+  std::vector<int> const& ids = *in.ids;
+  std::size_t const count = ids.size();
+  rp.in_blocks.assign(count, {});
+  rp.out_counts.reserve(count);
+  std::vector<slice> ob(out_shape.size());
+  for (std::size_t p = 0; p < count; ++p) {
+    // eval_block: a rank-0 operand is one element, the slice {0, 1}.
+    if (n == 0) rp.in_blocks[p][0] = slice{0, 1};
+    else view_block(in, p, in_shape, n, rp.in_blocks[p].data());  // Q == n
+    view_block(out, p, out_shape.data(), out_shape.size(), ob.data());
+    std::size_t c = 1;
+    for (auto const& sl : ob) c *= sl.size();
+    rp.out_counts.push_back(c);
+  }
+  rp.pos_of.assign(static_cast<std::size_t>(global_size), -1);
+  for (std::size_t p = 0; p < count; ++p) rp.pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  rp.sizes.assign(in.mesh_sizes.begin(), in.mesh_sizes.end());
+}
+
 /// Runs a reduction_pass on the devices `ids` (after each device's prelude steps): the result
 /// blocks, by position. A device that fails aborts the all-reduce's team, releasing the others.
 template <class V, std::size_t Q>
@@ -432,18 +457,10 @@ class reduction : public expression_tag {
     if (!red_axes.empty()) detail::record_collective(all_reduce_event());
     // The pass as plain values, run by code compiled once per element type and rank: only the
     // device's reduction of its block (`local`) depends on the operand's type.
-    std::size_t const n = m.num_devices();
     auto const& ids = m.device_ids();
     detail::reduction_pass<V, Q> rp;
-    rp.in_blocks.reserve(n);
-    rp.out_counts.reserve(n);
-    for (std::size_t p = 0; p < n; ++p) {
-      rp.in_blocks.push_back(detail::eval_block<Q>(sin.block(p, in_shape)));
-      rp.out_counts.push_back(detail::element_count(detail::block_shape(s.block(p, out_shape))));
-    }
-    rp.pos_of.assign(static_cast<std::size_t>(pool->global_size()), -1);
-    for (std::size_t p = 0; p < n; ++p) rp.pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
-    rp.sizes.assign(m.sizes().begin(), m.sizes().end());
+    detail::describe_reduction_pass<V, Q>(rp, sin.layout_view(), in_shape.data(), N, s.layout_view(),
+                                          std::span<std::size_t const>(out_shape), pool->global_size());
     rp.red_axes = std::move(red_axes);
     rp.op = detail::runtime_op<Op>();
     rp.is_mean = std::is_same_v<Op, op::mean>;

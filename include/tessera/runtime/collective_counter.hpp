@@ -26,10 +26,10 @@ struct counter_registry {
   std::vector<collective_counter*> active;
   std::atomic<int> count{0};
 };
-inline counter_registry& counters() {
-  static counter_registry r;
-  return r;
-}
+// A variable constant-initialised (not a function's static): a check of it, inlined wherever a
+// collective may run, is one load, with no guard of a first initialisation to compile there.
+inline constinit counter_registry counter_registry_instance{};
+inline counter_registry& counters() { return counter_registry_instance; }
 
 /// Whether any counter is alive (a relaxed check that keeps uncounted runs free).
 inline bool counting() { return counters().count.load(std::memory_order_relaxed) != 0; }

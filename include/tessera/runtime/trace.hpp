@@ -54,10 +54,9 @@ struct trace_registry {
   std::vector<tessera::trace*> active;
   std::atomic<int> count{0};
 };
-inline trace_registry& traces() {
-  static trace_registry r;
-  return r;
-}
+// Constant-initialised, as collective_counter.hpp's registry: tracing() is one load.
+inline constinit trace_registry trace_registry_instance{};
+inline trace_registry& traces() { return trace_registry_instance; }
 
 /// Whether any trace is alive (a relaxed check, so that untraced runs pay nothing more).
 inline bool tracing() {
