@@ -479,11 +479,10 @@ class queued_sum {
  public:
   /// Whether a sum into `to` may be queued here: the calling thread queues on `pool` (one
   /// process, asynchronous dispatch on) and no target block reaches plan_shared's 32 KiB.
-  template <class S2>
-  static bool fits(device_pool& pool, S2 const& to, shape_t<N> const& shape) {
+  static bool fits(device_pool& pool, block_layout<N> const& to) {
     if (!pool.queues_here()) return false;
-    for (std::size_t q = 0; q < to.device_ids().size(); ++q)
-      if (element_count(block_shape(to.block(q, shape))) * sizeof(T) >= partial_sum<T, N>::shared_min_bytes) return false;
+    for (auto const& b : to.blocks)
+      if (element_count(block_shape(b)) * sizeof(T) >= partial_sum<T, N>::shared_min_bytes) return false;
     return true;
   }
   /// `data` gives the partial blocks' addresses (and owns the partial array). Not a template
@@ -563,40 +562,59 @@ struct partial_sum_fill {
   void operator()(std::size_t pos, std::array<slice, N> const& tb, T* o) const { sum->fill(pos, tb, o); }
 };
 
-/// sum_partials' body, compiled once per (T, N, S2) rather than once per pair of shardings:
-/// the partial blocks as plain values (`from` their layout, `row` each position's row of
-/// devices that sum together, `data` their addresses, `across` whether their devices span
-/// processes).
+/// The synchronous sum of partial results into a new array's `buffers` (layout `to`), on its
+/// devices: compiled once per (T, N).
+template <class T, std::size_t N>
+void sum_partials_now(device_pool& pool, shape_t<N> const& shape, block_layout<N> from, block_layout<N> to,
+                      sharding_layout_view const& to_view, std::vector<std::size_t> row, std::vector<T const*> data,
+                      dim_spec const& unreduced, reduce_op op, std::vector<device_buffer<T>>& buffers,
+                      device_pool& out_pool) {
+  partial_sum<T, N> sum(pool, shape, std::move(from), std::move(to), std::move(row), std::move(data), unreduced, op);
+  sum.plan_shared();
+  partial_sum_fill<T, N> fill{&sum};
+  fill_blocks<T, N>(out_pool, to_view, shape, buffers, "sum of partial results", false,
+                    &call_erased<partial_sum_fill<T, N>, std::size_t, std::array<slice, N> const&, T*>,
+                    erased_context(fill));
+  // The new array is this process's alone: its blocks are completed here, once.
+  std::vector<int> const& ids = *to_view.ids;
+  if (!sum.shared.empty()) {
+    // Each device completes its block from its peers'.
+    std::vector<T*> dst_data(ids.size(), nullptr);
+    for (std::size_t q = 0; q < dst_data.size(); ++q) dst_data[q] = buffers[q].data();
+    sum.share(dst_data);
+  }
+  if (!sum.split_rows.empty()) {
+    std::vector<T*> dst_data(ids.size(), nullptr);
+    for (std::size_t q = 0; q < dst_data.size(); ++q)
+      if (out_pool.is_local(ids[q])) dst_data[q] = buffers[q].data();
+    sum.finish(dst_data, unreduced);
+  }
+}
+
+/// sum_partials' body: the partial blocks as plain values (`from` their layout, `row` each
+/// position's row of devices that sum together, `data` their addresses, `across` whether their
+/// devices span processes); only the new array's storage is made per target sharding S2.
 template <class T, std::size_t N, class S2>
 array<T, N, S2> sum_partials_into(device_pool& pool, shape_t<N> const& shape, block_layout<N> from,
                                   std::vector<std::size_t> row, bool across,
                                   detail::unique_function<std::vector<T const*>()> data, dim_spec const& unreduced,
                                   S2 const& to, reduce_op op) {
-  if (queued_sum<T, N>::fits(pool, to, shape)) {
+  auto to_layout = layout_of_view<N>(to.layout_view(), shape);
+  if (queued_sum<T, N>::fits(pool, to_layout)) {
     // Queued (asynchronous dispatch): the devices read the partial blocks when they run, after
     // the work that writes them (queued before); the first one to run takes their addresses.
-    auto st = std::make_shared<queued_sum<T, N>>(pool, shape, std::move(from), layout_of(to, shape), std::move(row),
+    auto st = std::make_shared<queued_sum<T, N>>(pool, shape, std::move(from), std::move(to_layout), std::move(row),
                                                  unreduced, op, std::move(data));
-    return build_array_queued<T, N, S2>(to, shape, "sum of partial results", queued_sum_fill<T, N>{std::move(st)});
+    std::shared_ptr<queued_fill<T, N>> fill(
+        static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, queued_sum_fill<T, N>>(queued_sum_fill<T, N>{std::move(st)})));
+    return build_array_queued_erased<T, N, S2>(to, shape, "sum of partial results", false, std::move(fill));
   }
+  // Across processes a failure ends the job: the others would wait for this process in the exchange.
   return ending_job_on_failure(pool, across, "sum of partial results", [&] {
-    partial_sum<T, N> sum(pool, shape, std::move(from), layout_of(to, shape), std::move(row), data(), unreduced, op);
-    sum.plan_shared();
-    auto out = build_array<T, N, S2>(to, shape, "sum of partial results", partial_sum_fill<T, N>{&sum});
-    if (!sum.shared.empty()) {
-      // out is new and this process's alone: each device completes its block from its peers'.
-      std::vector<T*> dst_data(to.device_ids().size(), nullptr);
-      for (std::size_t q = 0; q < dst_data.size(); ++q) dst_data[q] = const_cast<T*>(out.block_data(q));
-      sum.share(dst_data);
-    }
-    if (!sum.split_rows.empty()) {
-      // out is new and this process's alone: its blocks are written here, once.
-      std::vector<T*> dst_data(to.device_ids().size(), nullptr);
-      for (std::size_t q = 0; q < dst_data.size(); ++q)
-        if (out.pool()->is_local(to.device_ids()[q])) dst_data[q] = const_cast<T*>(out.block_data(q));
-      sum.finish(dst_data, unreduced);
-    }
-    return out;
+    auto st = new_storage<T, N, S2>(to, shape, "sum of partial results");
+    sum_partials_now<T, N>(pool, shape, std::move(from), std::move(to_layout), to.layout_view(), std::move(row), data(),
+                           unreduced, op, st->buffers, *st->pool);
+    return array<T, N, S2>(std::move(st));
   });
 }
 
