@@ -122,6 +122,15 @@ array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char cons
   return array<T, N, S>(std::move(st));
 }
 
+/// build_array_erased on the sharding of type S over mesh m, made here: the callers (one per
+/// expression type) then hold no copy of the mesh to make and destroy.
+template <class T, std::size_t N, class S>
+array<T, N, S> build_array_erased_on(typename S::mesh_type const& m, shape_t<N> const& shape, char const* where,
+                                     bool fill_empty, void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*),
+                                     void* ctx) {
+  return build_array_erased<T, N, S>(S(m), shape, where, fill_empty, fill, ctx);
+}
+
 /// Builds an array whose block on each device is written by `fill(pos, block, out)` on that
 /// device's thread, into a fresh, not yet touched buffer (so the fill is the first touch).
 /// Empty blocks are filled only when FillEmpty (out is then null).

@@ -112,4 +112,13 @@ array<T, N, S> build_array_queued(S const& s, shape_t<N> const& shape, char cons
   return build_array_queued_erased<T, N, S>(s, shape, where, FillEmpty, std::move(erased));
 }
 
+/// build_array_queued on the sharding of type S over mesh m (no sharding, nor copy of the mesh,
+/// made in the caller: one per node type).
+template <class T, std::size_t N, class S, class Fill>
+array<T, N, S> build_array_queued_on(typename S::mesh_type const& m, shape_t<N> const& shape, char const* where,
+                                     Fill fill) {
+  std::shared_ptr<queued_fill<T, N>> erased(static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, Fill>(std::move(fill))));
+  return build_array_queued_on<T, N, S>(m, shape, where, false, std::move(erased));
+}
+
 }  // namespace tessera::detail

@@ -556,11 +556,12 @@ using prelude_fill = detail::unique_function<void(T*, std::size_t, std::array<sl
 /// rather than once per expression (issue 31: compile time).
 template <class A, std::size_t Q = (A::rank == 0 ? 1 : A::rank)>
 void schedule_prelude_value(std::weak_ptr<node<A>> const& w, node<A>& n, pass_prelude& prelude,
-                            typename A::sharding_type const& s, shape_t<A::rank> const& shape,
+                            typename A::sharding_type::mesh_type const& m, shape_t<A::rank> const& shape,
                             prelude_fill<typename A::value_type, Q> fill_one) {
   using T = typename A::value_type;
   using S = typename A::sharding_type;
   constexpr std::size_t N = A::rank;
+  S const s(m);
   auto st = std::make_shared<array_storage<T, N, S>>(array_storage<T, N, S>{s, shape, pool_for(s, "grad"), {}});
   st->buffers.resize(s.num_devices());
   n.value.emplace(A(st));
@@ -609,7 +610,7 @@ detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>>
     e.prepare();  // what cannot be computed in the prelude (a product the expression reads) is computed now
     using T = typename A::value_type;
     constexpr std::size_t Q = A::rank == 0 ? 1 : A::rank;
-    schedule_prelude_value<A>(w, *n, prelude, typename A::sharding_type(e.mesh()), e.shape(),
+    schedule_prelude_value<A>(w, *n, prelude, e.mesh(), e.shape(),
                               prelude_fill<T, Q>([e](T* out, std::size_t pos, std::array<slice, Q> const& rb,
                                                      shape_t<Q> const& shape) {
                                 auto cur = cursor_of<Q>(e, pos, rb, shape);

@@ -113,8 +113,11 @@ class named_sharding {
   int replica_id(std::size_t pos) const { return detail::view_replica_id(layout_view(), pos); }
   /// The layout as plain values (tessera's own, no JAX name): what code compiled once for every
   /// sharding type reads (core/sharding_layout.hpp).
-  detail::sharding_layout_view layout_view() const {
-    return {std::span<int const>(mesh_.sizes()), std::span<detail::spec_entry_axes const>(entry_axes), &mesh_.device_ids()};
+  detail::sharding_layout_view layout_view() const { return layout_view_on(mesh_); }
+  /// The layout of this sharding type over mesh m as plain values (tessera's own), without
+  /// making the sharding (no copy of the mesh): it refers to m.
+  static detail::sharding_layout_view layout_view_on(Mesh const& m) {
+    return {std::span<int const>(m.sizes()), std::span<detail::spec_entry_axes const>(entry_axes), &m.device_ids()};
   }
   /// Whether the spec shards anything over `axis`.
   static constexpr bool uses_axis(axis_name const& axis) {

@@ -155,8 +155,8 @@ class contraction : public detail::partial_sum_node<contraction<A, B>> {
     constexpr bool ka_sharded = !ta::spec[RA - 1].is_none(), kb_sharded = !tb::spec[KB].is_none();
     // Queued (asynchronous dispatch) where the calling thread may queue: the task owns its
     // operands (arrays share their blocks), and reading their blocks waits for them.
-    return detail::build_array_queued<value_type, rank, sharding_type>(
-        sharding_type(mesh()), shape_, "matmul", [xa, xb, as, bs](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
+    return detail::build_array_queued_on<value_type, rank, sharding_type>(
+        mesh(), shape_, "matmul", [xa, xb, as, bs](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
           auto const ab = xa.sharding().block(pos, as);
           auto const bb = xb.sharding().block(pos, bs);
           slice const kr = ka_sharded ? ab[RA - 1] : kb_sharded ? bb[KB] : slice{0, as[RA - 1]};

@@ -445,8 +445,8 @@ class einsum_product : public detail::partial_sum_node<einsum_product<A, B, L>> 
     auto const bs = xb.shape();
     // Queued (asynchronous dispatch) where the calling thread may queue: the task owns its
     // operands (arrays share their blocks), and reading their blocks waits for them.
-    return detail::build_array_queued<value_type, rank, sharding_type>(
-        sharding_type(mesh()), shape_, "einsum", [xa, xb, as, bs](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
+    return detail::build_array_queued_on<value_type, rank, sharding_type>(
+        mesh(), shape_, "einsum", [xa, xb, as, bs](std::size_t pos, std::array<slice, rank> const& rb, value_type* out) {
           auto const ab = xa.sharding().block(pos, as);
           auto const bb = xb.sharding().block(pos, bs);
           // Each index's range on this device: the result block's for output indices; for a

@@ -142,7 +142,6 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<
         static_cast<queued_fill<T, N>*>(new queued_fill_of<T, N, expression_fill<E, T, N>>(std::in_place, e, rs)));
     return build_array_queued_on<T, N, S>(e.mesh(), shape, "evaluate", false, std::move(fill));
   } else {
-    S const s(e.mesh());
     auto fill = [&](std::size_t pos, std::array<slice, N> const& block, T* out) {
       if (prelude != nullptr) {
         for (auto const& step : prelude->steps) step(pos);
@@ -155,8 +154,9 @@ auto fill_pass(E const& e, pass_prelude const* prelude = nullptr) -> array_of_t<
       }();
       fill_block<T, Q>(cur, out, block_shape(rb));
     };
-    if (prelude != nullptr) return build_array<T, N, S, true>(s, shape, "evaluate", fill);
-    return build_array<T, N, S>(s, shape, "evaluate", fill);
+    return build_array_erased_on<T, N, S>(e.mesh(), shape, "evaluate", prelude != nullptr,
+                                          &call_erased<decltype(fill), std::size_t, std::array<slice, N> const&, T*>,
+                                          erased_context(fill));
   }
 }
 

@@ -57,12 +57,15 @@ template <class Mesh, class X>
 inline constexpr bool on_mesh = std::is_void_v<typename operand_traits<X>::mesh_type> ||
                                 std::is_same_v<Mesh, typename operand_traits<X>::mesh_type>;
 
-/// The operand as the node stores it: resharded when it does not fit the result's spec.
+/// The operand as the node stores it: resharded when it does not fit the result's spec. Taken
+/// by reference and moved once into the result (a parameter by value would be one more object
+/// to destroy, per operand of every node type).
 template <auto Result, class X>
-auto fit(X x) {
-  constexpr auto s = operand_traits<X>::spec;
-  if constexpr (is_scalar_operand<X>::value || fits(s, Result)) return x;
-  else return resharded<X, canonical_spec(reshard_target(s, Result))>(std::move(x));
+auto fit(X&& x) {
+  using V = std::remove_cvref_t<X>;
+  constexpr auto s = operand_traits<V>::spec;
+  if constexpr (is_scalar_operand<V>::value || fits(s, Result)) return V(std::forward<X>(x));
+  else return resharded<V, canonical_spec(reshard_target(s, Result))>(std::forward<X>(x));
 }
 
 /// The element-wise node of Op over stored operands, computing in C and giving R.

@@ -351,11 +351,13 @@ class reduction : public expression_tag {
     std::size_t reduced_count = 1;
     for (std::size_t k : axes) reduced_count *= in_shape[k];
     V const divisor = is_mean && !sum ? static_cast<V>(reduced_count) : V{1};
-    sharding_type const s(mesh());
-    auto local = detail::build_array_queued<V, rank, sharding_type>(
-        s, shape(), "reduction",
-        [a = a_, sin = in_sharding_type(mesh()), in_shape, divisor](std::size_t pos, std::array<slice, rank> const&, V* out) {
-          auto const rb = detail::eval_block<Q>(sin.block(pos, in_shape));
+    // The operand's blocks, found now (the task then holds no sharding, nor a copy of the mesh;
+    // no sharding is made here at all: the steps below take the mesh or the array's own).
+    auto in_blocks = detail::view_blocks<N>(in_sharding_type::layout_view_on(mesh()), in_shape);
+    auto local = detail::build_array_queued_on<V, rank, sharding_type>(
+        mesh(), shape(), "reduction",
+        [a = a_, in_blocks = std::move(in_blocks), in_shape, divisor](std::size_t pos, std::array<slice, rank> const&, V* out) {
+          auto const rb = detail::eval_block<Q>(in_blocks[pos]);
           std::size_t const out_count = reduce_local(a, pos, rb, in_shape, out);
           if constexpr (is_mean) {
             if (divisor != V{1})
@@ -366,16 +368,16 @@ class reduction : public expression_tag {
           }
         });
     if (!sum) return local;
-    auto summed = detail::sum_partials(local, reduced_axes, s, detail::runtime_op<Op>());
+    auto summed = detail::sum_partials(local, reduced_axes, local.sharding(), detail::runtime_op<Op>());
     if constexpr (!is_mean) {
       return summed;
     } else {
       V const c = static_cast<V>(reduced_count);
       auto const out_shape = shape();
-      return detail::build_array_queued<V, rank, sharding_type>(
-          s, out_shape, "reduction", [summed, c, s, out_shape](std::size_t pos, std::array<slice, rank> const&, V* out) {
+      return detail::build_array_queued_on<V, rank, sharding_type>(
+          mesh(), out_shape, "reduction", [summed, c, out_shape](std::size_t pos, std::array<slice, rank> const&, V* out) {
             V const* src = summed.block_data(pos);
-            std::size_t const n = detail::element_count(detail::block_shape(s.block(pos, out_shape)));
+            std::size_t const n = detail::element_count(detail::block_shape(summed.sharding().block(pos, out_shape)));
             for (std::size_t i = 0; i < n; ++i) out[i] = src[i] / c;
           });
     }
@@ -436,7 +438,6 @@ class reduction : public expression_tag {
     constexpr std::size_t N = in::rank;
     constexpr std::size_t Q = N == 0 ? 1 : N;
     mesh_type const& m = mesh();
-    in_sharding_type const sin(m);
     sharding_type const s(m);
     shape_t<N> const in_shape = detail::shape_of(a_);
     shape_t<rank> const out_shape = shape();
@@ -459,7 +460,7 @@ class reduction : public expression_tag {
     // device's reduction of its block (`local`) depends on the operand's type.
     auto const& ids = m.device_ids();
     detail::reduction_pass<V, Q> rp;
-    detail::describe_reduction_pass<V, Q>(rp, sin.layout_view(), in_shape.data(), N, s.layout_view(),
+    detail::describe_reduction_pass<V, Q>(rp, in_sharding_type::layout_view_on(m), in_shape.data(), N, s.layout_view(),
                                           std::span<std::size_t const>(out_shape), pool->global_size());
     rp.red_axes = std::move(red_axes);
     rp.op = detail::runtime_op<Op>();
