@@ -72,6 +72,14 @@ void check_argument_runtime(A const& x, S const& s, char const* where, std::size
   check_argument_pool(x, pool_for(s, where), where, index);
 }
 
+/// Each device id's position in `ids` (-1 for the pool's devices `ids` does not list): how a
+/// device running its part of a dispatch finds its block.
+inline std::vector<int> positions_by_device(std::vector<int> const& ids, int global_size) {
+  std::vector<int> pos_of(static_cast<std::size_t>(global_size), -1);
+  for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  return pos_of;
+}
+
 /// The part of build_array that runs on the devices, compiled once per element type and rank:
 /// each device of this process in the layout `v` allocates its block of `shape` (p its
 /// position, into `buffers[p]`) and fills it with `fill(ctx, p, block, out)`; empty blocks only
@@ -82,8 +90,7 @@ void fill_blocks(device_pool& pool, sharding_layout_view const& v, shape_t<N> co
                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
   std::vector<int> const& ids = *v.ids;
   std::vector<std::array<slice, N>> const blocks = view_blocks<N>(v, shape);
-  std::vector<int> pos_of(static_cast<std::size_t>(pool.global_size()), -1);  // this process's blocks only: run skips the others
-  for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  std::vector<int> const pos_of = positions_by_device(ids, pool.global_size());  // run skips other processes' devices
   trace_label const label = tracing() ? this_trace_label : trace_label{};
   pool.run(std::span<int const>(ids), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
@@ -113,11 +120,13 @@ std::shared_ptr<array_storage<T, N, S>> new_storage(S const& s, shape_t<N> const
 }
 
 /// build_array's body, compiled once per (T, N, S) rather than once per fill (programs make
-/// hundreds of fills; issue 14), and small: the storage, then fill_blocks.
+/// hundreds of fills; issue 14), and small: the storage (on `pool` when the caller has it),
+/// then fill_blocks.
 template <class T, std::size_t N, class S>
 array<T, N, S> build_array_erased(S const& s, shape_t<N> const& shape, char const* where, bool fill_empty,
-                                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx) {
-  auto st = new_storage<T, N, S>(s, shape, where);
+                                  void (*fill)(void*, std::size_t, std::array<slice, N> const&, T*), void* ctx,
+                                  std::shared_ptr<device_pool> pool = nullptr) {
+  auto st = new_storage<T, N, S>(s, shape, where, std::move(pool));
   fill_blocks<T, N>(*st->pool, s.layout_view(), shape, st->buffers, where, fill_empty, fill, ctx);
   return array<T, N, S>(std::move(st));
 }

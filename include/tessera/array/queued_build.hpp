@@ -66,9 +66,8 @@ std::shared_ptr<dispatch_completion> enqueue_fill(device_pool& pool, sharding_la
   };
   std::vector<int> const& ids = *v.ids;
   auto t = std::make_shared<task>(task{std::move(fill), std::move(keep), buffers, &pool, view_blocks<N>(v, shape),
-                                       std::vector<int>(static_cast<std::size_t>(pool.global_size()), -1),
+                                       positions_by_device(ids, pool.global_size()),
                                        tracing() ? this_trace_label : trace_label{}, where, fill_empty});
-  for (std::size_t p = 0; p < ids.size(); ++p) t->pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
   return pool.enqueue(std::span<int const>(ids), where, std::move(t));
 }
 
@@ -84,7 +83,7 @@ array<T, N, S> build_array_queued_erased(S const& s, shape_t<N> const& shape, ch
                                          std::shared_ptr<queued_fill<T, N>> fill) {
   auto pool = pool_for(s, where);
   if (!pool->queues_here())
-    return build_array_erased<T, N, S>(s, shape, where, fill_empty, &call_queued_fill<T, N>, fill.get());
+    return build_array_erased<T, N, S>(s, shape, where, fill_empty, &call_queued_fill<T, N>, fill.get(), pool);
   auto st = new_storage<T, N, S>(s, shape, where, pool);
   auto* buffers = &st->buffers;
   auto done = enqueue_fill<T, N>(*pool, s.layout_view(), shape, buffers, st, where, fill_empty, std::move(fill));

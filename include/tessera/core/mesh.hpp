@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,14 @@ namespace detail {
 /// The most axes a mesh may have: a collective's signature, and the key a shard_map body keeps
 /// its groups by, give each axis index 4 bits (runtime/team.hpp's sign_axes).
 inline constexpr std::size_t max_mesh_axes = 16;
+
+/// The coordinate along axis `axis` of the device at row-major position `pos` of a grid whose
+/// axis sizes are `sizes` (a mesh's, or a sharding's layout_view's).
+inline std::size_t grid_coordinate(std::span<int const> sizes, std::size_t pos, std::size_t axis) {
+  std::size_t stride = 1;
+  for (std::size_t i = sizes.size(); i-- > axis + 1;) stride *= static_cast<std::size_t>(sizes[i]);
+  return (pos / stride) % static_cast<std::size_t>(sizes[axis]);
+}
 
 inline std::string join_ints(auto const& xs) {
   std::ostringstream os;
@@ -125,9 +134,7 @@ class mesh {
 
   /// Mesh coordinate along axis `axis` of the device at row-major position `pos`.
   int coordinate(std::size_t pos, std::size_t axis) const {
-    std::size_t stride = 1;
-    for (std::size_t i = rank; i-- > axis + 1;) stride *= static_cast<std::size_t>(sizes_[i]);
-    return static_cast<int>((pos / stride) % static_cast<std::size_t>(sizes_[axis]));
+    return static_cast<int>(detail::grid_coordinate(sizes_, pos, axis));
   }
   /// Row-major position of device id `d` in the mesh, or nullopt if the mesh does not use it.
   std::optional<std::size_t> position_of(int d) const {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/core/mesh.hpp"
 #include "tessera/core/partition_spec.hpp"
 #include "tessera/core/slice.hpp"
 
@@ -29,13 +30,6 @@ struct sharding_layout_view {
   std::vector<int> const* ids = nullptr;
 };
 
-/// The coordinate along mesh axis `axis` of the device at row-major position `pos`.
-inline std::size_t view_coordinate(sharding_layout_view const& v, std::size_t pos, std::size_t axis) {
-  std::size_t stride = 1;
-  for (std::size_t i = v.mesh_sizes.size(); i-- > axis + 1;) stride *= static_cast<std::size_t>(v.mesh_sizes[i]);
-  return (pos / stride) % static_cast<std::size_t>(v.mesh_sizes[axis]);
-}
-
 /// How many blocks array dimension `dim` is cut into: the product of its axes' sizes.
 inline std::size_t view_num_shards(sharding_layout_view const& v, std::size_t dim) {
   if (dim >= v.entries.size()) return 1;
@@ -52,7 +46,7 @@ inline std::size_t view_shard_index(sharding_layout_view const& v, std::size_t p
   std::size_t idx = 0;
   for (std::size_t a = 0; a < e.count; ++a) {
     std::size_t const ax = e.axis[a];
-    idx = idx * static_cast<std::size_t>(v.mesh_sizes[ax]) + view_coordinate(v, pos, ax);
+    idx = idx * static_cast<std::size_t>(v.mesh_sizes[ax]) + grid_coordinate(v.mesh_sizes, pos, ax);
   }
   return idx;
 }
@@ -72,7 +66,7 @@ inline int view_replica_id(sharding_layout_view const& v, std::size_t pos) {
     for (auto const& e : v.entries)
       for (std::size_t a = 0; a < e.count; ++a) used = used || e.axis[a] == ax;
     if (used) continue;
-    id = id * v.mesh_sizes[ax] + static_cast<int>(view_coordinate(v, pos, ax));
+    id = id * v.mesh_sizes[ax] + static_cast<int>(grid_coordinate(v.mesh_sizes, pos, ax));
   }
   return id;
 }

@@ -97,8 +97,7 @@ void describe_reduction_pass(reduction_pass<V, Q>& rp, sharding_layout_view cons
     for (auto const& sl : ob) c *= sl.size();
     rp.out_counts.push_back(c);
   }
-  rp.pos_of.assign(static_cast<std::size_t>(global_size), -1);
-  for (std::size_t p = 0; p < count; ++p) rp.pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  rp.pos_of = positions_by_device(ids, global_size);
   rp.sizes.assign(in.mesh_sizes.begin(), in.mesh_sizes.end());
 }
 

@@ -162,8 +162,7 @@ std::array<array<T, N, S>, K> build_arrays(array<T, N, S> const& a, char const* 
   std::size_t const nd = ids.size();
   std::array<std::vector<device_buffer<T>>, K> buffers;
   for (auto& b : buffers) b.resize(nd);
-  std::vector<int> pos_of(static_cast<std::size_t>(pool->global_size()), -1);
-  for (std::size_t p = 0; p < nd; ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  std::vector<int> const pos_of = tessera::detail::positions_by_device(ids, pool->global_size());
   pool->run(std::span<int const>(ids), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     std::size_t const n = tessera::detail::element_count(tessera::detail::block_shape(s.block(p, a.shape())));
@@ -189,8 +188,7 @@ std::array<array<T, N, S>, K> fill_in_place(std::array<array<T, N, S>, K> const&
   S const& s = a.sharding();
   auto const& pool = a.pool();
   auto const& ids = s.device_ids();
-  std::vector<int> pos_of(static_cast<std::size_t>(pool->global_size()), -1);
-  for (std::size_t p = 0; p < ids.size(); ++p) pos_of[static_cast<std::size_t>(ids[p])] = static_cast<int>(p);
+  std::vector<int> const pos_of = tessera::detail::positions_by_device(ids, pool->global_size());
   pool->run(std::span<int const>(ids), [&](int d) {
     std::size_t const p = static_cast<std::size_t>(pos_of[static_cast<std::size_t>(d)]);
     std::size_t const n = tessera::detail::element_count(tessera::detail::block_shape(s.block(p, a.shape())));
