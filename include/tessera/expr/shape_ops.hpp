@@ -187,14 +187,26 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
       },
       "reshape");
   reshape_kernel<decltype(gather)> const kernel{gather, kind == reshape_locality::same_order};
-  auto local_node = [=] { return relayout<A, in_spec>(x, so, out_shape, "reshape", kernel); };
-  auto gathered_node = [=] { return relayout<A, replicated_spec<N>>(x, so, out_shape, "reshape", gather); };
-  return computed<A>(
-      so, out_shape, [=] { return local ? local_node().result() : gathered_node().result(); },
-      [=](std::vector<collective_event>& out) {
-        if (local) local_node().plan(out);
-        else gathered_node().plan(out);
-      });
+  // One node, its two plans chosen inside (not a node per plan wrapped in a third): each
+  // closure here is code compiled per reshape (issue 31's compile time).
+  auto make = [x, so, out_shape, local, kernel]() -> A {
+    if (local) {
+      auto const src = evaluated_as<in_spec>(x);
+      return build_array_queued_on<T, M, SO>(so.mesh(), out_shape, "reshape",
+                                             [src, kernel](std::size_t pos, std::array<slice, M> const& block, T* out) {
+                                               kernel(src, pos, block, out);
+                                             });
+    }
+    auto const src = evaluated_as<replicated_spec<N>>(x);
+    return build_array_queued_on<T, M, SO>(so.mesh(), out_shape, "reshape",
+                                           [src, gather = kernel.gather](std::size_t pos, std::array<slice, M> const& block,
+                                                                         T* out) { gather(src, pos, block, out); });
+  };
+  auto plan = [x, local](std::vector<collective_event>& out) {
+    if (local) plan_as<in_spec>(x, out);
+    else plan_as<replicated_spec<N>>(x, out);
+  };
+  return computed<A>(so, out_shape, std::move(make), std::move(plan));
 }
 
 template <class I, std::size_t M>
