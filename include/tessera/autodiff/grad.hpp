@@ -78,10 +78,16 @@ auto map_tree(F& f, T const& t) {
   } else {
     auto children = children_of(t);
     // Braces: the leaves are mapped in order (a gradient's collectives then run in leaf order
-    // with every compiler, as explain() lists them).
-    auto mapped = tessera::detail::apply([&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; },
-                             children);
-    return tessera::detail::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
+    // with every compiler, as explain() lists them). A tuple's are made in place, not moved
+    // from a tuple into another (a reference count's update and a destructor per leaf).
+    if constexpr (is_tuple_like<T>::value && !requires { typename T::first_type; })
+      return tessera::detail::apply(
+          [&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; }, children);
+    else {
+      auto mapped = tessera::detail::apply(
+          [&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; }, children);
+      return tessera::detail::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
+    }
   }
 }
 

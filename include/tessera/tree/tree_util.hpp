@@ -195,12 +195,24 @@ auto tree_map_impl(F& f, T& t, R&... rest) {
     auto ct = children_of(t);
     auto cr = std::make_tuple(children_of(rest)...);
     constexpr std::size_t n = std::tuple_size_v<decltype(ct)>;
-    auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::make_tuple([&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-        return tessera::detail::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
-      }(std::integral_constant<std::size_t, I>{})...);
-    }(std::make_index_sequence<n>{});
-    return rebuild<T>(std::move(mapped));
+    auto child = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+      return tessera::detail::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
+    };
+    using U = std::remove_cvref_t<T>;
+    if constexpr (is_tuple_like<U>::value && !requires { typename U::first_type; }) {
+      // A tuple's results made in place (braces: in order), not into a tuple moved into
+      // another: each move is a reference count's update and a destructor, per leaf.
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return std::tuple<decltype(child(std::integral_constant<std::size_t, I>{}))...>{
+            child(std::integral_constant<std::size_t, I>{})...};
+      }(std::make_index_sequence<n>{});
+    } else {
+      auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return std::tuple<decltype(child(std::integral_constant<std::size_t, I>{}))...>{
+            child(std::integral_constant<std::size_t, I>{})...};
+      }(std::make_index_sequence<n>{});
+      return rebuild<T>(std::move(mapped));
+    }
   }
 }
 
