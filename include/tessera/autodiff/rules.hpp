@@ -138,7 +138,8 @@ auto operator-(A const& a, B const& b) {
   });
 }
 
-/// jnp.multiply of tracers: g * b and a * g.
+/// jnp.multiply of tracers: g * b and a * g (computed as g * a: the same bits, as float
+/// multiplication commutes, and one expression type where a and b have one type, not two).
 template <class A, class B>
   requires detail::ad::binary<A, B>
 auto operator*(A const& a, B const& b) {
@@ -153,7 +154,7 @@ auto operator*(A const& a, B const& b) {
       }
     }
     contribute(a, [&] { return g * primal_of(b); });
-    contribute(b, [&] { return primal_of(a) * g; });
+    contribute(b, [&] { return g * primal_of(a); });
   });
   if constexpr (std::is_same_v<A, B> && traced_value<A>) {
     if constexpr (std::is_same_v<decltype(y), A>)
@@ -478,7 +479,7 @@ void matmul_backward(A const& a, B const& b, G const& g) {
   using T = typename cotangent_type::value_type;
   if constexpr (RA == 1 && RB == 1) {  // a . b: a scalar
     contribute(a, [&] { return g * pb; });
-    contribute(b, [&] { return pa * g; });
+    contribute(b, [&] { return g * pa; });
   } else if constexpr (RA == 1) {  // [K] @ [..., K, N] -> [..., N]
     contribute(a, [&] { return tessera::matmul(pb, g); });
     contribute(b, [&] {

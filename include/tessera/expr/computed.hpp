@@ -92,6 +92,47 @@ struct is_computed : std::false_type {};
 template <class A>
 struct is_computed<computed<A>> : std::true_type {};
 
+/// The array type a value leaf holds: an array of its own propagated type, or a node that
+/// holds one (autodiff's deferred values: `result()` gives it); void for anything else.
+template <class X>
+struct held_array {
+  using type = void;
+};
+template <class T, std::size_t N, class S>
+  requires std::is_same_v<array<T, N, S>, array_of_t<array<T, N, S>>>
+struct held_array<array<T, N, S>> {
+  using type = array<T, N, S>;
+};
+template <class X>
+  requires(!is_array<X>::value && !is_computed<X>::value && !is_partial<X> &&
+           requires(X const& x) {
+             { x.result() } -> std::same_as<typename X::array_type const&>;
+           })
+struct held_array<X> {
+  using type = typename X::array_type;
+};
+
+/// x as the node computed<A>, for a value leaf x of array type A: an operation written over
+/// its operand's type then serves arrays and autodiff's values alike, compiled once for both
+/// (issue 31's compile time); x's value is still read only when the node's is.
+template <class X, class A = typename held_array<X>::type>
+computed<A> as_computed(X x) {
+  typename A::sharding_type s(*mesh_of(x));
+  shape_t<A::rank> const shape = shape_of(x);
+  if constexpr (is_array<X>::value)
+    return computed<A>(std::move(s), shape, [x] { return x; }, [](std::vector<collective_event>&) {});
+  else
+    return computed<A>(
+        std::move(s), shape, [x] { return x.result(); }, [x](std::vector<collective_event>& out) { x.plan(out); });
+}
+
+/// x as computed<A> where it is a value leaf of array type A (as_computed), else x itself.
+template <class X>
+auto as_value_node(X x) {
+  if constexpr (std::is_void_v<typename held_array<X>::type>) return x;
+  else return as_computed(std::move(x));
+}
+
 /// The array of element type T, rank N and spec Spec on Mesh.
 template <class T, std::size_t N, class Mesh, auto Spec>
 using array_with_spec = array<T, N, named_sharding<Mesh, spec_type_t<canonical_spec(Spec)>>>;

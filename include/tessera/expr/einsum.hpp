@@ -28,6 +28,7 @@
 #include "tessera/autodiff/tracer.hpp"
 #include "tessera/core/diagnostics.hpp"
 #include "tessera/core/sharding_rules.hpp"
+#include "tessera/expr/computed.hpp"
 #include "tessera/expr/contraction.hpp"
 #include "tessera/expr/functions.hpp"
 #include "tessera/expr/matmul.hpp"
@@ -647,8 +648,10 @@ auto einsum_dot_primal(A a, B b) {
           diagnostic::einsum_result_would_use_a_mesh_axis_twice<rule.index, canonical(rule.left), false>::value);
       return failed{};
     } else {
-      auto xa = move_to<canonical_spec(rule.a)>(as_type<T>(std::move(a)));
-      auto xb = move_to<canonical_spec(rule.b)>(as_type<T>(std::move(b)));
+      // Value leaves (arrays, autodiff's values) as one node type per array type: the forward
+      // product and the backward ones that read a cotangent then share their code.
+      auto xa = as_value_node(move_to<canonical_spec(rule.a)>(as_type<T>(std::move(a))));
+      auto xb = as_value_node(move_to<canonical_spec(rule.b)>(as_type<T>(std::move(b))));
       return einsum_product<decltype(xa), decltype(xb), L>(std::move(xa), std::move(xb));
     }
   }

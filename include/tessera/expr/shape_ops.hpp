@@ -162,9 +162,10 @@ struct reshape_kernel {
   }
 };
 
-/// The reshape of x to `shape` laid out by spec Out (a compile-time array of M entries).
+/// The reshape of x to `shape` laid out by spec Out (a compile-time array of M entries), for an
+/// operand that is no value leaf (a computed node, an expression).
 template <auto Out, class X, std::size_t M>
-auto make_reshape(X x, std::array<long long, M> const& want) {
+auto make_reshape_of(X x, std::array<long long, M> const& want) {
   using in = operand_traits<X>;
   using T = typename in::value_type;
   using Mesh = typename in::mesh_type;
@@ -207,6 +208,14 @@ auto make_reshape(X x, std::array<long long, M> const& want) {
     else plan_as<replicated_spec<N>>(x, out);
   };
   return computed<A>(so, out_shape, std::move(make), std::move(plan));
+}
+
+/// The reshape of x to `shape` laid out by spec Out. An array and autodiff's value of the same
+/// type are one operand type here (the forward and the backward reshape of a program share it).
+template <auto Out, class X, std::size_t M>
+auto make_reshape(X x, std::array<long long, M> const& want) {
+  if constexpr (!std::is_void_v<typename held_array<X>::type>) return make_reshape_of<Out>(as_computed(std::move(x)), want);
+  else return make_reshape_of<Out>(std::move(x), want);
 }
 
 template <class I, std::size_t M>
