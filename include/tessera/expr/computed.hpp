@@ -50,6 +50,10 @@ class computed : public expression_tag {
   computed(sharding_type s, shape_t<rank> shape, detail::unique_function<A()> make,
            detail::unique_function<void(std::vector<collective_event>&)> plan)
       : st_(std::make_shared<state>(std::move(s), shape, std::move(make), std::move(plan))) {}
+  /// The node of an array already computed (nothing to run, nothing to plan).
+  explicit computed(A value) : st_(std::make_shared<state>(value.sharding(), value.shape(), nullptr, nullptr)) {
+    st_->cache.value.emplace(std::move(value));
+  }
 
   shape_t<rank> shape() const { return st_->shape; }
   mesh_type const& mesh() const { return st_->sharding.mesh(); }
@@ -61,7 +65,9 @@ class computed : public expression_tag {
   }
   auto evaluate() const { return result(); }
   void prepare() const {
-    detail::call_once(st_->cache.once, [&] { st_->cache.value.emplace(st_->make()); });
+    detail::call_once(st_->cache.once, [&] {
+      if (!st_->cache.value) st_->cache.value.emplace(st_->make());
+    });
   }
   /// The collectives computing it runs (none once computed).
   void plan(std::vector<collective_event>& out) const {
@@ -117,13 +123,12 @@ struct held_array<X> {
 /// (issue 31's compile time); x's value is still read only when the node's is.
 template <class X, class A = typename held_array<X>::type>
 computed<A> as_computed(X x) {
-  typename A::sharding_type s(*mesh_of(x));
-  shape_t<A::rank> const shape = shape_of(x);
   if constexpr (is_array<X>::value)
-    return computed<A>(std::move(s), shape, [x] { return x; }, [](std::vector<collective_event>&) {});
+    return computed<A>(std::move(x));
   else
     return computed<A>(
-        std::move(s), shape, [x] { return x.result(); }, [x](std::vector<collective_event>& out) { x.plan(out); });
+        typename A::sharding_type(*mesh_of(x)), shape_of(x), [x] { return x.result(); },
+        [x](std::vector<collective_event>& out) { x.plan(out); });
 }
 
 /// x as computed<A> where it is a value leaf of array type A (as_computed), else x itself.
