@@ -411,12 +411,16 @@ namespace detail::ad {
 enum class grad_result { gradients, gradients_and_aux, value_and_gradients, value_aux_and_gradients };
 
 /// The type names of a tree's leaves, for a plan's result line: `float32[32,1]`, or a list.
+inline std::string join_leaf_types(std::vector<std::string> const& types) {
+  std::string out;
+  for (auto const& t : types) out += (out.empty() ? "" : ", ") + t;
+  return types.size() == 1 ? out : "(" + out + ")";
+}
 template <class T>
 std::string leaf_types(T const& tree) {
-  std::string out;
-  std::size_t n = 0;
-  tessera::detail::apply([&](auto const&... leaf) { ((out += (n++ ? ", " : "") + type_of(leaf)), ...); }, tree_leaves(tree));
-  return n == 1 ? out : "(" + out + ")";
+  // The names joined by code compiled once (a tree of 26 leaves wrote the joining out 26 times).
+  return join_leaf_types(
+      tessera::detail::apply([](auto const&... leaf) { return std::vector<std::string>{type_of(leaf)...}; }, tree_leaves(tree)));
 }
 
 /// Sets the planning sink for its lifetime.

@@ -196,6 +196,35 @@ struct pending_partial final : pending_sum<A> {
   PA blocks;
 };
 
+/// Array x summed over its dimension j, kept as size 1, where no device shards j: each device
+/// sums its own block (the reduction kernel of a sum<j> node, so the same bits), compiled once
+/// per array type whatever j is.
+template <class X>
+X sum_dim_kept(X const& x, std::size_t j) {
+  using T = typename X::value_type;
+  constexpr std::size_t N = X::rank;
+  shape_t<N> const in_shape = x.shape();
+  shape_t<N> shape = in_shape;
+  shape[j] = 1;
+  if (planning != nullptr) return placeholder<X>(x.sharding(), shape);
+  return build_array_queued_on<T, N, typename X::sharding_type>(
+      x.sharding().mesh(), shape, "grad", [x, j, in_shape](std::size_t pos, std::array<slice, N> const&, T* out) {
+        auto const rb = x.sharding().block(pos, in_shape);
+        std::array<bool, N> reduced{};
+        reduced[j] = true;
+        shape_t<N> const local = block_shape(rb);
+        std::array<std::size_t, N> ostr{};
+        std::size_t stride = 1;
+        for (std::size_t d = N; d-- > 0;) {
+          if (reduced[d]) continue;
+          ostr[d] = stride;
+          stride *= local[d];
+        }
+        auto cur = cursor_of<N>(x, pos, rb, in_shape);
+        reduce_block<op::sum, T, N>(cur, out, local, reduced, ostr);
+      });
+}
+
 /// The cotangent of one value of type A: contributions accumulate, and take() gives their sum
 /// in A's layout.
 template <class A>
@@ -296,6 +325,11 @@ class cotangent {
     if constexpr (J == N) {
       return x;
     } else if constexpr (!operand_traits<A>::spec[J].is_none()) {
+      return sum_grown<J + 1>(x);
+    } else if constexpr (operand_traits<X>::spec[J].is_none()) {
+      // Every device holds dimension J whole: summed in its own block, by code compiled once
+      // per array type (a reduction node per dimension was compiled for every J, summed or not).
+      if (shape_[J] == 1 && x.shape()[J] != 1) return sum_grown<J + 1>(sum_dim_kept(x, J));
       return sum_grown<J + 1>(x);
     } else {
       constexpr auto out = [] {

@@ -114,21 +114,41 @@ enum class reshape_locality : unsigned char {
 /// mesh, and remembered. same_order is the common case (splitting d_model into heads, merging
 /// them back): a block copy there, where the per-element index kernel cost a sixth of the
 /// transformer's step (bench/RESULTS.md).
-template <class SI, class SO, std::size_t N, std::size_t M>
-reshape_locality reshape_kind(SI const& si, SO const& so, shape_t<N> const& in, shape_t<M> const& out) {
-  using key_t = std::tuple<std::vector<int>, std::vector<int>, shape_t<N>, shape_t<M>>;
+template <std::size_t N, std::size_t M>
+reshape_locality reshape_kind(sharding_layout_view const& si, sharding_layout_view const& so, shape_t<N> const& in,
+                              shape_t<M> const& out) {
+  // The layouts as plain values (compiled once per pair of ranks, not per pair of shardings):
+  // the key is every number they are made of, with the shapes.
+  std::vector<long long> key;
+  auto put_layout = [&key](sharding_layout_view const& v) {
+    for (int s : v.mesh_sizes) key.push_back(s);
+    key.push_back(-1);
+    for (int d : *v.ids) key.push_back(d);
+    key.push_back(-1);
+    for (auto const& e : v.entries) {
+      key.push_back(static_cast<long long>(e.count));
+      for (std::size_t a = 0; a < e.count; ++a) key.push_back(static_cast<long long>(e.axis[a]));
+    }
+    key.push_back(-1);
+  };
+  put_layout(si);
+  put_layout(so);
+  for (std::size_t d : in) key.push_back(static_cast<long long>(d));
+  key.push_back(-1);
+  for (std::size_t d : out) key.push_back(static_cast<long long>(d));
   static std::mutex mu;
-  static std::map<key_t, reshape_locality> known;
-  key_t key{std::vector<int>(si.mesh().sizes().begin(), si.mesh().sizes().end()), si.device_ids(), in, out};
+  static std::map<std::vector<long long>, reshape_locality> known;
   {
     std::lock_guard lock(mu);
     if (auto it = known.find(key); it != known.end()) return it->second;
   }
   bool local = true;
   bool same_order = true;
-  for (std::size_t p = 0; p < si.num_devices() && local; ++p) {
-    auto const ib = si.block(p, in);
-    auto const ob = so.block(p, out);
+  for (std::size_t p = 0; p < si.ids->size() && local; ++p) {
+    std::array<slice, N> ib{};
+    std::array<slice, M> ob{};
+    view_block(si, p, in.data(), N, ib.data());
+    view_block(so, p, out.data(), M, ob.data());
     std::array<std::size_t, N> gi{};
     for_each_in_block(ob, [&](std::array<std::size_t, M> const& g, std::size_t k) {
       if (!local) return;
@@ -179,7 +199,7 @@ auto make_reshape_of(X x, std::array<long long, M> const& want) {
   Mesh const& mesh = *mesh_of(x);
   SO const so(mesh);
   // Which of the two plans runs is known only with the sizes; both are types known now.
-  auto const kind = reshape_kind(SI(mesh), so, in_shape, out_shape);
+  auto const kind = reshape_kind<N, M>(SI::layout_view_on(mesh), so.layout_view(), in_shape, out_shape);
   bool const local = kind != reshape_locality::moves;
   auto gather = gathering<N>(
       [in_shape, out_shape](std::array<std::size_t, M> const& g, std::array<std::size_t, N>& gi, T&) {
