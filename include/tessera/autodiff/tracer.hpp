@@ -283,7 +283,7 @@ class cotangent {
       bool grew = false;
       for (std::size_t j = 0; j < N; ++j) grew = grew || (shape_[j] == 1 && es[j] != 1);
       if (!grew) add(e);
-      else add(sum_grown<0>(materialize(e)));
+      else add(sum_grown<0>(as_array<array_of_t<stored_t<E>>>(e)));  // as add's own evaluation of e, where A is e's type
     }
   }
 
