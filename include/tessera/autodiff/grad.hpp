@@ -416,11 +416,18 @@ inline std::string join_leaf_types(std::vector<std::string> const& types) {
   for (auto const& t : types) out += (out.empty() ? "" : ", ") + t;
   return types.size() == 1 ? out : "(" + out + ")";
 }
+/// Appends the type name of each leaf of t, in order: one call per leaf, out of line per leaf
+/// type, and no copy of the leaves (a tree of 26 leaves wrote all of it out 26 times).
+template <class T>
+[[gnu::noinline]] void push_leaf_types(std::vector<std::string>& out, T const& t) {
+  if constexpr (!tree_node<T>) out.push_back(type_of(t));
+  else tessera::detail::apply([&](auto const&... c) { (push_leaf_types(out, c), ...); }, children_of(t));
+}
 template <class T>
 std::string leaf_types(T const& tree) {
-  // The names joined by code compiled once (a tree of 26 leaves wrote the joining out 26 times).
-  return join_leaf_types(
-      tessera::detail::apply([](auto const&... leaf) { return std::vector<std::string>{type_of(leaf)...}; }, tree_leaves(tree)));
+  std::vector<std::string> types;
+  push_leaf_types(types, tree);
+  return join_leaf_types(types);
 }
 
 /// Sets the planning sink for its lifetime.

@@ -640,6 +640,13 @@ detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>>
   return [w, e](pass_prelude& prelude) {
     auto n = w.lock();
     if (!n || n->value) return;
+    if (planning != nullptr) {
+      // Only the node's own make (make_by_prelude) schedules while explain() plans: the value's
+      // collectives, then its placeholder.
+      plan_of(e, *planning);
+      n->value.emplace(placeholder_on<A>(e.mesh(), e.shape()));
+      return;
+    }
     schedule_leaves(e, prelude);
     e.prepare();  // what cannot be computed in the prelude (a product the expression reads) is computed now
     using T = typename A::value_type;
@@ -652,6 +659,21 @@ detail::unique_function<void(pass_prelude&)> prelude_step(std::weak_ptr<node<A>>
                               }));
   };
 }
+
+/// A node's make where its value is scheduled into a pass's prelude (record's in_prelude): the
+/// value scheduled into a prelude of its own, whose blocks node::primal then writes on every
+/// device (write_all), by the prelude's own fill. The expression then has one evaluation, not
+/// a prelude's and a pass's; this is one type per value type (issue 31's compile time).
+template <class A>
+struct make_by_prelude {
+  std::weak_ptr<node<A>> w;
+  A operator()() const {
+    auto const n = w.lock();
+    pass_prelude prelude;
+    n->schedule(prelude);
+    return *n->value;
+  }
+};
 
 /// A node of value type A on tape t, its cotangent cleared when the tape is reset. Compiled
 /// once per A, not once per recorded operation (issue 31: compile time).
@@ -691,8 +713,12 @@ auto record(std::shared_ptr<tape> const& t, E e, Backward backward) {
   if constexpr (is_array<E>::value) {
     n->value.emplace(std::move(e));
   } else {
-    if constexpr (in_prelude<E, A>) n->schedule = prelude_step<A>(std::weak_ptr<node<A>>(n), e);
-    n->make = [e = std::move(e)] { return as_array<A>(e); };
+    if constexpr (in_prelude<E, A>) {
+      n->schedule = prelude_step<A>(std::weak_ptr<node<A>>(n), e);
+      n->make = make_by_prelude<A>{std::weak_ptr<node<A>>(n)};
+    } else {
+      n->make = [e = std::move(e)] { return as_array<A>(e); };
+    }
   }
   t->record([n, backward = std::move(backward)] {
     std::optional<A> g = n->ct.take();
