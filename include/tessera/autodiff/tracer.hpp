@@ -283,8 +283,15 @@ class cotangent {
       bool grew = false;
       for (std::size_t j = 0; j < N; ++j) grew = grew || (shape_[j] == 1 && es[j] != 1);
       if (!grew) add(e);
-      else add(sum_grown<0>(as_array<array_of_t<stored_t<E>>>(e)));  // as add's own evaluation of e, where A is e's type
+      else add_grown(as_array<array_of_t<stored_t<E>>>(e));  // as add's own evaluation of e, where A is e's type
     }
+  }
+
+  /// A contribution that broadcasting grew, evaluated: summed where it grew, then added. Out of
+  /// line, once per array type: the contributions of one type share it.
+  template <class X>
+  [[gnu::noinline]] void add_grown(X const& x) {
+    add(sum_grown<0>(x));
   }
 
   bool empty() const { return !full_ && !partial_; }
@@ -311,7 +318,8 @@ class cotangent {
   shape_t<N> const& shape() const { return shape_; }
 
  private:
-  void add_full(A v) {
+  // Out of line: once per value type, not inside every contribution's code.
+  [[gnu::noinline]] void add_full(A v) {
     if (full_) full_ = as_array<A>(*full_ + v);
     else full_ = std::move(v);
   }
