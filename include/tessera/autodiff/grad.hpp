@@ -78,16 +78,12 @@ auto map_tree(F& f, T const& t) {
   } else {
     auto children = children_of(t);
     // Braces: the leaves are mapped in order (a gradient's collectives then run in leaf order
-    // with every compiler, as explain() lists them). A tuple's are made in place, not moved
-    // from a tuple into another (a reference count's update and a destructor per leaf).
-    if constexpr (is_tuple_like<T>::value && !requires { typename T::first_type; })
-      return tessera::detail::apply(
-          [&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; }, children);
-    else {
-      auto mapped = tessera::detail::apply(
-          [&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; }, children);
-      return tessera::detail::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
-    }
+    // with every compiler, as explain() lists them). A tuple is returned as it is made, not
+    // moved into another (a reference count's update and a destructor per leaf).
+    auto mapped = tessera::detail::apply(
+        [&](auto const&... c) { return std::tuple<decltype(map_tree(f, c))...>{map_tree(f, c)...}; }, children);
+    if constexpr (is_tuple_like<T>::value && !requires { typename T::first_type; }) return mapped;
+    else return tessera::detail::apply([](auto&&... m) { return rebuild_node<T>(std::move(m)...); }, std::move(mapped));
   }
 }
 
@@ -410,7 +406,7 @@ namespace detail::ad {
 /// What a grad function gives (jax.grad, its has_aux form, jax.value_and_grad and its has_aux form).
 enum class grad_result { gradients, gradients_and_aux, value_and_gradients, value_aux_and_gradients };
 
-/// The type names of a tree's leaves, for a plan's result line: `float32[32,1]`, or a list.
+/// Type names joined as a plan's result line shows them: `float32[32,1]`, or a list in parentheses.
 inline std::string join_leaf_types(std::vector<std::string> const& types) {
   std::string out;
   for (auto const& t : types) out += (out.empty() ? "" : ", ") + t;
@@ -423,6 +419,7 @@ template <class T>
   if constexpr (!tree_node<T>) out.push_back(type_of(t));
   else tessera::detail::apply([&](auto const&... c) { (push_leaf_types(out, c), ...); }, children_of(t));
 }
+/// The type names of a tree's leaves, for a plan's result line.
 template <class T>
 std::string leaf_types(T const& tree) {
   std::vector<std::string> types;

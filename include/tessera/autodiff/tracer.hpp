@@ -213,15 +213,8 @@ X sum_dim_kept(X const& x, std::size_t j) {
         std::array<bool, N> reduced{};
         reduced[j] = true;
         shape_t<N> const local = block_shape(rb);
-        std::array<std::size_t, N> ostr{};
-        std::size_t stride = 1;
-        for (std::size_t d = N; d-- > 0;) {
-          if (reduced[d]) continue;
-          ostr[d] = stride;
-          stride *= local[d];
-        }
         auto cur = cursor_of<N>(x, pos, rb, in_shape);
-        reduce_block<op::sum, T, N>(cur, out, local, reduced, ostr);
+        reduce_block<op::sum, T, N>(cur, out, local, reduced, reduction_out_strides<N>(local, reduced));
       });
 }
 

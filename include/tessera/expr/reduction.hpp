@@ -167,6 +167,20 @@ template <class Op, class V, class Cursor>
   return k;
 }
 
+/// Strides of a reduction's output block (row-major over the dimensions kept), indexed by
+/// input dimension: 0 for the reduced ones.
+template <std::size_t Q>
+std::array<std::size_t, Q> reduction_out_strides(shape_t<Q> const& local, std::array<bool, Q> const& reduced) {
+  std::array<std::size_t, Q> ostr{};
+  std::size_t stride = 1;
+  for (std::size_t d = Q; d-- > 0;) {
+    if (reduced[d]) continue;
+    ostr[d] = stride;
+    stride *= local[d];
+  }
+  return ostr;
+}
+
 /// out (strides `out_strides`, by input dimension) = the cursor's values over the block `local`
 /// combined by Op over each dimension d with reduced[d], starting from Op's identity. out need
 /// not be initialised: an output row is first written by the input row whose reduced indices
@@ -390,14 +404,9 @@ class reduction : public expression_tag {
     std::array<bool, Q> reduced{};
     for (std::size_t k : axes) reduced[k + Q - N] = true;
     shape_t<Q> const local = detail::block_shape(rb);
-    // Strides of the output block, indexed by input dimension (0 for reduced ones).
-    std::array<std::size_t, Q> ostr{};
-    std::size_t stride = 1, out_count = 1;
-    for (std::size_t dd = Q; dd-- > 0;) {
-      if (reduced[dd] || N == 0) continue;
-      ostr[dd] = stride;
-      stride *= local[dd];
-    }
+    // A rank-0 operand (Q = 1, its one dimension of size 1) reads no stride.
+    std::array<std::size_t, Q> const ostr = detail::reduction_out_strides<Q>(local, reduced);
+    std::size_t out_count = 1;
     for (std::size_t dd = 0; dd < Q; ++dd)
       if (!reduced[dd] && N != 0) out_count *= local[dd];
     auto cur = detail::cursor_of<Q>(a, pos, rb, detail::eval_shape<Q>(in_shape));

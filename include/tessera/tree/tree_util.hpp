@@ -198,21 +198,15 @@ auto tree_map_impl(F& f, T& t, R&... rest) {
     auto child = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
       return tessera::detail::apply([&](auto&... rc) { return tree_map_impl(f, std::get<K>(ct), std::get<K>(rc)...); }, cr);
     };
+    // Braces: in order. A tuple is returned as it is made, not moved into another (each move
+    // is a reference count's update and a destructor, per leaf).
+    auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<decltype(child(std::integral_constant<std::size_t, I>{}))...>{
+          child(std::integral_constant<std::size_t, I>{})...};
+    }(std::make_index_sequence<n>{});
     using U = std::remove_cvref_t<T>;
-    if constexpr (is_tuple_like<U>::value && !requires { typename U::first_type; }) {
-      // A tuple's results made in place (braces: in order), not into a tuple moved into
-      // another: each move is a reference count's update and a destructor, per leaf.
-      return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return std::tuple<decltype(child(std::integral_constant<std::size_t, I>{}))...>{
-            child(std::integral_constant<std::size_t, I>{})...};
-      }(std::make_index_sequence<n>{});
-    } else {
-      auto mapped = [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return std::tuple<decltype(child(std::integral_constant<std::size_t, I>{}))...>{
-            child(std::integral_constant<std::size_t, I>{})...};
-      }(std::make_index_sequence<n>{});
-      return rebuild<T>(std::move(mapped));
-    }
+    if constexpr (is_tuple_like<U>::value && !requires { typename U::first_type; }) return mapped;
+    else return rebuild<T>(std::move(mapped));
   }
 }
 
